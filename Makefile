@@ -1,0 +1,56 @@
+# The two commands of the quick start: `make demo` and `make test`.
+# Both install missing Debian packages, configure with CMake presets and build.
+
+DEBIAN_PACKAGES := cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
+BENCH_PACKAGES  := libbenchmark-dev libdnnl-dev
+FUZZ_PACKAGES   := clang libclang-rt-14-dev
+FUZZ_SECONDS    ?= 60
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build demo test test-asan bench fuzz clean
+
+all: build
+
+# Installs only what is missing (dpkg -s), so a ready machine never touches apt.
+define install_missing
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+endef
+
+deps:
+	$(call install_missing,$(DEBIAN_PACKAGES))
+
+build: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+
+demo: build
+	@./scripts/demo.sh $(CHECKPOINT)
+
+test: build
+	ctest --preset release
+
+test-asan: deps
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan
+	ctest --preset asan
+
+bench:
+	$(call install_missing,$(DEBIAN_PACKAGES) $(BENCH_PACKAGES))
+	cmake --preset bench >/dev/null
+	cmake --build --preset bench
+	./scripts/bench.sh
+
+fuzz:
+	$(call install_missing,$(DEBIAN_PACKAGES) $(FUZZ_PACKAGES))
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz
+	mkdir -p build/fuzz/corpus
+	./build/fuzz/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	  build/fuzz/corpus fuzz/corpus
+
+clean:
+	rm -rf build

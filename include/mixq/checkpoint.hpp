@@ -1,0 +1,59 @@
+#pragma once
+// A read-only, memory-mapped safetensors checkpoint: one file, a
+// `*.safetensors.index.json`, or a directory of shards. Opening parses and
+// validates headers only; tensor data is never touched until a caller reads a
+// view. Every header is treated as hostile input (see DESIGN.md).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mixq/tensor.hpp"
+
+namespace mixq {
+
+struct FileInfo {
+  std::string path;
+  uint64_t bytes = 0;         // file size
+  uint64_t header_bytes = 0;  // length of the JSON header (without the 8-byte prefix)
+  size_t tensors = 0;
+  uint64_t trailing_bytes = 0;  // bytes after the last tensor's data
+  std::map<std::string, std::string> metadata;  // __metadata__
+};
+
+class MappedFile;
+
+class Checkpoint {
+ public:
+  // `paths`: one .safetensors file, one *.safetensors.index.json, one directory
+  // of shards, or several .safetensors files of one split checkpoint.
+  static Checkpoint open(const std::vector<std::string>& paths);
+  static Checkpoint open(const std::string& path) { return open(std::vector<std::string>{path}); }
+  // Parses one in-memory safetensors image (the bytes are copied); `name`
+  // stands in for the file path in messages. Used by the fuzzer and tests.
+  static Checkpoint from_bytes(std::span<const std::byte> bytes, std::string name = "<memory>");
+
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+  ~Checkpoint();
+
+  const std::vector<FileInfo>& files() const { return files_; }
+  // All tensors of all files, sorted by name.
+  const std::vector<TensorView>& tensors() const { return tensors_; }
+  // nullptr when absent.
+  const TensorView* find(std::string_view name) const;
+  // Non-fatal findings (trailing bytes, ...), one line each.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+ private:
+  Checkpoint();
+  std::vector<std::unique_ptr<MappedFile>> mappings_;
+  std::vector<FileInfo> files_;
+  std::vector<TensorView> tensors_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace mixq

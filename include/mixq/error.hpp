@@ -1,0 +1,29 @@
+#pragma once
+// One error type for everything mixq rejects. The message carries its own
+// context (file, tensor, layer, what was expected and what was found); the CLI
+// prints it as "mixq: error: <message>" and exits 1.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace mixq {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A command line that cannot be carried out as written (exit status 2).
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+template <class... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace mixq

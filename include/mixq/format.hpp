@@ -1,0 +1,86 @@
+#pragma once
+// The table of formats. Every quantized format is described once, by a
+// FormatTraits record in its own file under src/formats/; inspect, plan,
+// dequantize, quantize, verify and kernel dispatch all read this table and
+// never switch on format names.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mixq/dtype.hpp"
+#include "mixq/tensor.hpp"
+
+namespace mixq {
+
+struct Layer;
+class Linear;
+struct LinearOptions;
+
+enum class Basis { original, stored };  // undo ConvRot, or keep the rotated basis
+
+struct LogicalShape {
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+};
+
+// One tensor a format stores next to (or as) its weight, by role: the suffix
+// after "<prefix>." ("weight", "weight_scale", "input_scale", ...).
+struct CompanionSpec {
+  std::string_view role;
+  bool required = true;
+  std::vector<DType> dtypes;                  // accepted on-disk dtypes
+  std::vector<std::string_view> aliases = {}; // other spellings of the suffix
+};
+
+// What a quantizer produces for one layer: tensors named by role, and the
+// marker to write (with "format" and the canonical parameters).
+struct QuantizedLayer {
+  std::vector<OwnedTensor> tensors;
+  nlohmann::json marker;
+};
+
+struct FormatTraits {
+  std::string_view name;     // the marker's "format" string
+  bool from_marker = true;   // false only for the "unquantized" record
+  std::string_view summary;  // one line for help texts
+  // Marker parameters the format reads, with their defaults.
+  nlohmann::json defaults = nlohmann::json::object();
+  // "weight" first. "bias" is implicit for every format.
+  std::vector<CompanionSpec> tensors;
+  // True when the runtime quantizes activations before the GEMM.
+  bool quantizes_activation = false;
+
+  // Checks dtypes, shapes and parameters of a bound layer and returns its
+  // logical [out, in]; may append to layer.warnings. Throws Error naming the
+  // layer, the tensor, what was expected and what was found.
+  LogicalShape (*validate)(Layer& layer) = nullptr;
+  // A row-parallel split of the input features into tp parts must keep
+  // (K / tp) % unit == 0 (1 = any split).
+  int64_t (*tp_input_unit)(const Layer& layer) = nullptr;
+  // The method that runs the layer, e.g. "int8_convrot", "nvfp4:full_precision".
+  std::string (*method)(const Layer& layer) = nullptr;
+  // Writes the f32 weight [out_features, in_features] (logical, unpadded).
+  void (*dequantize)(const Layer& layer, Basis basis, float* out) = nullptr;
+  // Quantizes an f32 weight [n, k] with the given marker parameters (defaults
+  // applied by the caller). Null when the format needs calibration data.
+  QuantizedLayer (*quantize)(const float* weight, int64_t n, int64_t k,
+                             const nlohmann::json& params) = nullptr;
+  // Builds the runtime linear (weights prepared for its kernels).
+  std::unique_ptr<Linear> (*make_linear)(const Layer& layer, const LinearOptions& options) = nullptr;
+};
+
+// Every record, marker formats first, "unquantized" last.
+std::span<const FormatTraits* const> all_formats();
+// nullptr for an unknown name. Never returns the "unquantized" record.
+const FormatTraits* find_format(std::string_view name);
+const FormatTraits& unquantized_format();
+
+// The marker parameters with the record's defaults applied (marker wins).
+nlohmann::json apply_defaults(const FormatTraits& format, const nlohmann::json& params);
+
+}  // namespace mixq

@@ -1,0 +1,44 @@
+#pragma once
+// Runs one planned layer: y = x·Wᵀ + b with the format's own arithmetic
+// (activation rotation and quantization where the format has them).
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace mixq {
+
+struct Layer;
+
+enum class KernelChoice { automatic, reference };
+
+struct LinearOptions {
+  KernelChoice kernel = KernelChoice::automatic;
+};
+
+class Linear {
+ public:
+  virtual ~Linear() = default;
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  // x: [m, in_features] f32 row-major; y: [m, out_features] f32. Bias included.
+  virtual void forward(const float* x, int64_t m, float* y) const = 0;
+  // Which kernel runs it: "ref", "avx2", "avx512_vnni", ...
+  virtual std::string_view kernel_name() const = 0;
+
+  // Builds the layer's linear through its format record.
+  static std::unique_ptr<Linear> create(const Layer& layer, const LinearOptions& options = {});
+
+ protected:
+  Linear(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+
+ private:
+  int64_t in_features_;
+  int64_t out_features_;
+};
+
+// Threads used by every Linear (one persistent pool). 0 = all cores.
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace mixq

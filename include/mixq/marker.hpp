@@ -1,0 +1,44 @@
+#pragma once
+// Per-layer quantization declarations ("Comfy markers") collected from both
+// dialects: `<prefix>.comfy_quant` U8 tensors holding a UTF-8 JSON object, and
+// the safetensors header's `_quantization_metadata` {"layers": {prefix: marker}}.
+// Legacy "scaled fp8" files are normalised here (spec/dispatch.md §1.6).
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mixq/checkpoint.hpp"
+
+namespace mixq {
+
+struct Marker {
+  std::string prefix;
+  std::string format;
+  // Every key of the marker except "format", with a nested "params" object
+  // flattened into the top level (top-level keys win). Defaults not applied.
+  nlohmann::json params = nlohmann::json::object();
+  // Where it was declared, for messages: "tensor 'x.comfy_quant' in a.safetensors",
+  // "header of a.safetensors", "legacy scaled_fp8 in a.safetensors".
+  std::string source;
+};
+
+struct MarkerSet {
+  std::map<std::string, Marker> markers;  // by prefix
+  // Legacy renames: logical tensor name -> stored tensor name
+  // ("x.weight_scale" -> "x.scale_weight").
+  std::map<std::string, std::string> renamed;
+  // Stored tensors consumed by marker collection: marker tensors, the
+  // scaled_fp8 sentinel, legacy input scales equal to 1.0.
+  std::set<std::string> consumed;
+  std::vector<std::string> warnings;
+};
+
+// Throws Error for invalid UTF-8, non-object JSON, a missing or non-string
+// "format", a malformed header entry, or one prefix declared twice with
+// different markers (the message names both sources).
+MarkerSet collect_markers(const Checkpoint& checkpoint);
+
+}  // namespace mixq

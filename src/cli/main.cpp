@@ -1,0 +1,43 @@
+// The `mixq` command: usage errors exit 2, rejected input exits 1, and every
+// failure is one line on stderr starting "mixq: error: " (shared/CLI.md).
+#include <cstdio>
+#include <exception>
+
+#include <fmt/core.h>
+
+#include "cli/commands.hpp"
+#include "mixq/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mixq: mixed-precision quantized diffusion checkpoints"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mixq 0.1.0");
+  mixq::cli::add_inspect(app);
+  mixq::cli::add_plan(app);
+  mixq::cli::add_dequantize(app);
+  mixq::cli::add_linear(app);
+  mixq::cli::add_quantize(app);
+  mixq::cli::add_verify(app);
+  mixq::cli::add_bench(app);
+  try {
+    app.parse(argc, argv);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    // --help and --version arrive as "errors" with exit code 0.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "mixq: error: {}\n", e.what());
+    return 2;
+  } catch (const mixq::UsageError& e) {
+    fmt::print(stderr, "mixq: error: {}\n", e.what());
+    return 2;
+  } catch (const mixq::Error& e) {
+    fmt::print(stderr, "mixq: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "mixq: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mixq: error: internal: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,97 @@
+#include "kernels/cpu.hpp"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace mixq::kernels {
+namespace {
+
+struct Features {
+  bool avx2 = false, fma = false, f16c = false, avx_vnni = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512vnni = false, avx512bf16 = false;
+};
+
+uint64_t xgetbv0() {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t(hi) << 32) | lo;
+}
+
+Features detect() {
+  Features f;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  if (!osxsave) return f;
+  const uint64_t xcr0 = xgetbv0();
+  const bool ymm_os = (xcr0 & 0x6) == 0x6;
+  const bool zmm_os = (xcr0 & 0xE6) == 0xE6;
+  f.fma = (c & (1u << 12)) && ymm_os;
+  f.f16c = (c & (1u << 29)) && ymm_os;
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  f.avx2 = (b & (1u << 5)) && ymm_os;
+  f.avx512f = (b & (1u << 16)) && zmm_os;
+  f.avx512dq = (b & (1u << 17)) && zmm_os;
+  f.avx512bw = (b & (1u << 30)) && zmm_os;
+  f.avx512vl = (b & (1u << 31)) && zmm_os;
+  f.avx512vnni = (c & (1u << 11)) && zmm_os;
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx_vnni = (a & (1u << 4)) && ymm_os;
+  f.avx512bf16 = (a & (1u << 5)) && zmm_os;
+  return f;
+}
+
+const Features& features() {
+  static const Features f = detect();
+  return f;
+}
+
+Isa from_env(Isa best) {
+  const char* env = std::getenv("MIXQ_ISA");
+  if (!env) return best;
+  std::string s(env);
+  Isa wanted = s == "ref" || s == "reference" ? Isa::reference : s == "avx2" ? Isa::avx2 : best;
+  return wanted < best ? wanted : best;
+}
+
+std::atomic<int>& active() {
+  static std::atomic<int> isa{static_cast<int>(from_env(best_isa()))};
+  return isa;
+}
+
+}  // namespace
+
+Isa best_isa() {
+  const Features& f = features();
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 &&
+      f.fma && f.f16c)
+    return Isa::avx512;
+  if (f.avx2 && f.fma && f.f16c) return Isa::avx2;
+  return Isa::reference;
+}
+
+Isa active_isa() { return static_cast<Isa>(active().load(std::memory_order_relaxed)); }
+
+void set_isa(Isa isa) {
+  Isa best = best_isa();
+  active().store(static_cast<int>(isa < best ? isa : best));
+}
+
+bool cpu_has_avx_vnni() { return features().avx_vnni; }
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "ref";
+  }
+}
+
+}  // namespace mixq::kernels

@@ -1,0 +1,22 @@
+#pragma once
+// Which instruction set the kernels use, chosen once per process from CPUID.
+// MIXQ_ISA=ref|avx2|avx512 forces a path (never above what the CPU has);
+// set_isa() does the same from code (tests use it to cover every path).
+#include <string_view>
+
+namespace mixq::kernels {
+
+enum class Isa { reference = 0, avx2 = 1, avx512 = 2 };
+
+// The best path this CPU supports: avx512 needs AVX-512 F/BW/VL/DQ + VNNI + BF16;
+// avx2 needs AVX2 + FMA + F16C (AVX-VNNI used when present).
+Isa best_isa();
+// The path in use: best_isa() unless limited by MIXQ_ISA or set_isa().
+Isa active_isa();
+// Limits the active path (clamped to best_isa()). Not thread-safe against
+// concurrent forward calls; meant for tests and benchmarks.
+void set_isa(Isa isa);
+bool cpu_has_avx_vnni();
+std::string_view isa_name(Isa isa);
+
+}  // namespace mixq::kernels

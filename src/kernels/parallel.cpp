@@ -1,0 +1,154 @@
+#include "kernels/parallel.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mixq/linear.hpp"
+
+namespace mixq::kernels {
+namespace {
+
+thread_local bool inside_pool = false;
+
+// Workers sleep on a condition variable between calls and spin briefly after a
+// job so that back-to-back small calls (M = 1 decode) do not pay a wake-up.
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool pool;
+    return pool;
+  }
+
+  int threads() const { return threads_; }
+
+  void resize(int threads) {
+    std::lock_guard<std::mutex> call(call_mutex_);
+    stop_workers();
+    threads_ = std::max(1, threads);
+    start_workers();
+  }
+
+  void run(int chunks, const std::function<void(int)>& task) {
+    std::lock_guard<std::mutex> call(call_mutex_);
+    chunks = std::min(chunks, threads_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = &task;
+      chunks_ = chunks;
+      pending_.store(chunks - 1, std::memory_order_relaxed);
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run_chunk(0);
+    while (pending_.load(std::memory_order_acquire) != 0) {
+      std::this_thread::yield();
+    }
+    task_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  Pool() {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    threads_ = std::max<long>(1, cores);
+    start_workers();
+  }
+  ~Pool() { stop_workers(); }
+
+  void run_chunk(int index) {
+    inside_pool = true;
+    try {
+      (*task_)(index);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    inside_pool = false;
+  }
+
+  void worker(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (index >= chunks_) continue;
+      }
+      run_chunk(index);
+      pending_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  void start_workers() {
+    stop_ = false;
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  std::mutex call_mutex_;  // one parallel region at a time
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* task_ = nullptr;
+  int chunks_ = 0;
+  int threads_ = 1;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::atomic<int> pending_{0};
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+void parallel_for(int64_t count, int64_t grain,
+                  const std::function<void(int64_t, int64_t, int)>& body) {
+  if (count <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int64_t units = (count + grain - 1) / grain;
+  Pool& pool = Pool::instance();
+  const int64_t chunks = std::min<int64_t>(units, pool.threads());
+  if (chunks <= 1 || inside_pool) {
+    body(0, count, 0);
+    return;
+  }
+  const int64_t per_chunk = (units + chunks - 1) / chunks * grain;
+  pool.run(static_cast<int>(chunks), [&](int chunk) {
+    const int64_t begin = chunk * per_chunk;
+    const int64_t end = std::min(count, begin + per_chunk);
+    if (begin < end) body(begin, end, chunk);
+  });
+}
+
+}  // namespace mixq::kernels
+
+namespace mixq {
+
+void set_num_threads(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
+  kernels::Pool::instance().resize(threads);
+}
+
+int num_threads() { return kernels::Pool::instance().threads(); }
+
+}  // namespace mixq
