@@ -1,0 +1,18 @@
+// Placeholders until the float-family kernels land: each fails with a clear error.
+#include "linear/factories.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::linear {
+std::unique_ptr<Linear> make_unquantized(const Layer& layer, const LinearOptions&) {
+  fail("layer '{}': no linear kernel for this format yet", layer.prefix);
+}
+std::unique_ptr<Linear> make_fp8(const Layer& layer, const LinearOptions&) {
+  fail("layer '{}': no linear kernel for this format yet", layer.prefix);
+}
+std::unique_ptr<Linear> make_nvfp4(const Layer& layer, const LinearOptions&) {
+  fail("layer '{}': no linear kernel for this format yet", layer.prefix);
+}
+std::unique_ptr<Linear> make_mxfp8(const Layer& layer, const LinearOptions&) {
+  fail("layer '{}': no linear kernel for this format yet", layer.prefix);
+}
+}  // namespace mixq::linear
