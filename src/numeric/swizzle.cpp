@@ -1,0 +1,67 @@
+// cuBLAS "1-D block scaling factor" layout (spec/formats.md §2.3).
+//
+// The logical scale matrix S[R][C] is padded to Rp = roundup(R, 128) rows and
+// Cp = roundup(C, 4) columns and cut into 128×4 tiles of 512 bytes, ordered
+// row-tile-major. Inside a tile, logical (row 32·d4 + d3, column d5) sits at
+// byte 16·d3 + 4·d4 + d5: the 128 rows are read as 4 bands of 32, and the 4
+// bands' values for one (d3, column) sit next to each other.
+#include <cstring>
+
+#include "mixq/error.hpp"
+#include "mixq/swizzle.hpp"
+
+namespace mixq {
+namespace {
+
+int64_t roundup(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+void check_dims(int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0) fail("block-scale matrix has a negative size [{}, {}]", rows, cols);
+}
+
+}  // namespace
+
+int64_t swizzled_rows(int64_t rows) { return roundup(rows, 128); }
+int64_t swizzled_cols(int64_t cols) { return roundup(cols, 4); }
+
+int64_t swizzled_offset(int64_t r, int64_t c, int64_t cols) {
+  const int64_t col_tiles = swizzled_cols(cols) / 4;
+  const int64_t rb = r / 128, r128 = r % 128;
+  const int64_t d4 = r128 / 32, d3 = r128 % 32;
+  const int64_t cb = c / 4, d5 = c % 4;
+  return ((rb * col_tiles + cb) * 32 + d3) * 16 + d4 * 4 + d5;
+}
+
+ScalePosition swizzled_position(int64_t offset, int64_t cols) {
+  if (cols <= 0 || offset < 0) fail("swizzled_position: bad offset {} for {} columns", offset, cols);
+  const int64_t col_tiles = swizzled_cols(cols) / 4;
+  const int64_t t = offset / 512, w = offset % 512;
+  const int64_t rb = t / col_tiles, cb = t % col_tiles;
+  const int64_t d3 = w / 16, d4 = (w % 16) / 4, d5 = w % 4;
+  return {128 * rb + 32 * d4 + d3, 4 * cb + d5};
+}
+
+std::vector<uint8_t> swizzle_scales(const uint8_t* linear, int64_t rows, int64_t cols) {
+  check_dims(rows, cols);
+  std::vector<uint8_t> out(static_cast<size_t>(swizzled_rows(rows) * swizzled_cols(cols)), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(swizzled_offset(r, c, cols))] = linear[r * cols + c];
+  return out;
+}
+
+std::vector<uint8_t> unswizzle_scales(const uint8_t* swizzled, int64_t rows, int64_t cols) {
+  check_dims(rows, cols);
+  std::vector<uint8_t> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] = swizzled[swizzled_offset(r, c, cols)];
+  return out;
+}
+
+void swap_nibbles(uint8_t* bytes, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    bytes[i] = static_cast<uint8_t>((bytes[i] >> 4) | (bytes[i] << 4));
+}
+
+}  // namespace mixq
