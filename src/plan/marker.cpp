@@ -1,0 +1,178 @@
+// Collects Comfy quantization markers from both dialects and normalises the
+// legacy "scaled fp8" convention (spec/dispatch.md §1.1, §1.2, §1.6).
+#include "mixq/marker.hpp"
+
+#include <cstring>
+#include <string_view>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kMarkerSuffix = ".comfy_quant";
+constexpr std::string_view kSentinel = "scaled_fp8";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF). Returns the
+// offset of the first bad byte, or npos.
+size_t first_invalid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return i;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t j = 1; j < len; ++j) {
+      const auto cc = static_cast<unsigned char>(s[i + j]);
+      if ((cc >> 6) != 0x2) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// Turns one marker object into a Marker: "format" required, a nested
+// "params" object flattened with top-level keys winning.
+Marker normalise(const std::string& prefix, const json& object, const std::string& source) {
+  if (!object.is_object())
+    fail("layer '{}': marker from {} must contain a JSON object, found {}", prefix, source,
+         object.type_name());
+  auto format = object.find("format");
+  if (format == object.end())
+    fail("layer '{}': marker from {} has no \"format\" (unknown quantization format)", prefix, source);
+  if (!format->is_string())
+    fail("layer '{}': marker from {}: \"format\" must be a string, found {}", prefix, source,
+         format->type_name());
+  Marker marker{prefix, format->get<std::string>(), json::object(), source};
+  for (const auto& [key, value] : object.items())
+    if (key != "format" && key != "params") marker.params[key] = value;
+  if (auto nested = object.find("params"); nested != object.end()) {
+    if (!nested->is_object())
+      fail("layer '{}': marker from {}: \"params\" must be an object, found {}", prefix, source,
+           nested->type_name());
+    for (const auto& [key, value] : nested->items())
+      if (!marker.params.contains(key)) marker.params[key] = value;
+  }
+  return marker;
+}
+
+// Adds a marker; the same prefix declared twice must be identical.
+void add_marker(MarkerSet& set, Marker marker) {
+  auto [it, inserted] = set.markers.try_emplace(marker.prefix, marker);
+  if (inserted) return;
+  const Marker& old = it->second;
+  if (old.format != marker.format || old.params != marker.params)
+    fail("Conflicting Comfy quantization markers for '{}': {} declares {} but {} declares {}",
+         marker.prefix, old.source, json{{"format", old.format}, {"params", old.params}}.dump(),
+         marker.source, json{{"format", marker.format}, {"params", marker.params}}.dump());
+}
+
+std::string file_name(const Checkpoint& checkpoint, const TensorView& tensor) {
+  return checkpoint.files().at(static_cast<size_t>(tensor.file)).path;
+}
+
+void collect_tensor_markers(const Checkpoint& checkpoint, MarkerSet& set) {
+  for (const TensorView& tensor : checkpoint.tensors()) {
+    if (!ends_with(tensor.name, kMarkerSuffix)) continue;
+    const std::string prefix = tensor.name.substr(0, tensor.name.size() - kMarkerSuffix.size());
+    const std::string source =
+        fmt::format("tensor '{}' in {}", tensor.name, file_name(checkpoint, tensor));
+    if ((tensor.dtype != DType::U8 && tensor.dtype != DType::I8) || tensor.rank() != 1)
+      fail("layer '{}': Invalid Comfy quantization marker {}: expected a 1-D U8 tensor, found {} {}",
+           prefix, source, dtype_name(tensor.dtype), shape_str(tensor.shape));
+    std::string text(tensor.data.size(), '\0');
+    if (!text.empty()) std::memcpy(text.data(), tensor.data.data(), text.size());
+    if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
+      fail("layer '{}': Invalid Comfy quantization marker {}: not UTF-8 (byte {})", prefix, source, bad);
+    json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (object.is_discarded())
+      fail("layer '{}': Invalid Comfy quantization marker {}: not valid JSON", prefix, source);
+    add_marker(set, normalise(prefix, object, source));
+    set.consumed.insert(tensor.name);
+  }
+}
+
+void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
+  for (const FileInfo& file : checkpoint.files()) {
+    auto entry = file.metadata.find("_quantization_metadata");
+    if (entry == file.metadata.end()) continue;
+    json root = json::parse(entry->second, nullptr, /*allow_exceptions=*/false);
+    if (root.is_discarded())
+      fail("Invalid _quantization_metadata in {}: not valid JSON", file.path);
+    if (!root.is_object())
+      fail("Invalid _quantization_metadata in {}: must contain an object, found {}", file.path,
+           root.type_name());
+    auto layers = root.find("layers");
+    if (layers == root.end() || !layers->is_object())
+      fail("Invalid _quantization_metadata in {}: must contain a layers object", file.path);
+    const std::string source = fmt::format("header of {}", file.path);
+    for (const auto& [prefix, marker] : layers->items()) add_marker(set, normalise(prefix, marker, source));
+  }
+}
+
+bool has_header_markers(const Checkpoint& checkpoint) {
+  for (const FileInfo& file : checkpoint.files())
+    if (file.metadata.count("_quantization_metadata")) return true;
+  return false;
+}
+
+bool all_ones(const TensorView& tensor) {
+  for (float v : to_f32(tensor))
+    if (v != 1.0f) return false;
+  return true;
+}
+
+// Legacy ComfyUI "scaled fp8" files (convert_old_quants): a sentinel tensor
+// `<model_prefix>scaled_fp8`, per-layer `.scale_weight` / `.scale_input`.
+void normalise_scaled_fp8(const Checkpoint& checkpoint, MarkerSet& set) {
+  if (has_header_markers(checkpoint)) return;
+  for (const TensorView& sentinel : checkpoint.tensors()) {
+    const std::string_view name = sentinel.name;
+    if (!(name == kSentinel || ends_with(name, std::string(".") + std::string(kSentinel)))) continue;
+    const std::string model_prefix(name.substr(0, name.size() - kSentinel.size()));
+    const bool full_precision = sentinel.numel() == 2;
+    const std::string source = fmt::format("legacy scaled_fp8 in {}", file_name(checkpoint, sentinel));
+    set.consumed.insert(sentinel.name);
+    for (const TensorView& tensor : checkpoint.tensors()) {
+      const std::string_view t = tensor.name;
+      if (t.substr(0, model_prefix.size()) != model_prefix) continue;
+      if (ends_with(t, ".scale_weight")) {
+        const std::string layer(t.substr(0, t.size() - std::strlen(".scale_weight")));
+        set.renamed[layer + ".weight_scale"] = tensor.name;
+        Marker marker{layer, "float8_e4m3fn", json::object(), source};
+        if (full_precision) marker.params["full_precision_matrix_mult"] = true;
+        add_marker(set, std::move(marker));
+      } else if (ends_with(t, ".scale_input")) {
+        const std::string layer(t.substr(0, t.size() - std::strlen(".scale_input")));
+        if (all_ones(tensor))
+          set.consumed.insert(tensor.name);
+        else
+          set.renamed[layer + ".input_scale"] = tensor.name;
+      }
+    }
+    set.warnings.push_back(fmt::format(
+        "{}: legacy scaled_fp8 checkpoint normalised (scale_weight -> weight_scale)", sentinel.name));
+  }
+}
+
+}  // namespace
+
+MarkerSet collect_markers(const Checkpoint& checkpoint) {
+  MarkerSet set;
+  collect_tensor_markers(checkpoint, set);
+  collect_header_markers(checkpoint, set);
+  normalise_scaled_fp8(checkpoint, set);
+  return set;
+}
+
+}  // namespace mixq
