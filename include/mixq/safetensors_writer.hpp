@@ -1,8 +1,10 @@
 #pragma once
 // Writes safetensors files atomically: data goes to a temporary file in the
 // target folder, which is fsync'd and renamed over the target only when
-// complete. The header is padded with spaces to a multiple of 8 bytes and every
-// tensor starts 8-byte aligned.
+// complete. The header is padded with spaces to a multiple of 8 bytes. Tensor
+// data is contiguous (the safetensors crate behind Python/ComfyUI rejects gaps),
+// stored largest element size first, so every tensor starts aligned to its
+// element size within the file.
 #include <cstddef>
 #include <map>
 #include <memory>

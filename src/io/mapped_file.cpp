@@ -1,0 +1,68 @@
+#include "io/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
+  std::unique_ptr<MappedFile> file(new MappedFile());
+  file->path_ = path;
+  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file->fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(file->fd_, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
+  file->size_ = static_cast<uint64_t>(st.st_size);
+  if (file->size_ == 0) return file;  // nothing to map; callers reject it as too short
+  // MAP_PRIVATE + PROT_READ: the checkpoint is never written through the
+  // mapping. No MAP_POPULATE: pages are read only when a view is used.
+  void* mapping = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, file->fd_, 0);
+  if (mapping == MAP_FAILED) fail("{}: cannot map {} bytes: {}", path, file->size_, std::strerror(errno));
+  file->mapping_ = mapping;
+  file->data_ = static_cast<const std::byte*>(mapping);
+  return file;
+}
+
+std::unique_ptr<MappedFile> MappedFile::copy_of(std::span<const std::byte> bytes, std::string name) {
+  std::unique_ptr<MappedFile> file(new MappedFile());
+  file->path_ = std::move(name);
+  file->owned_.assign(bytes.begin(), bytes.end());
+  file->data_ = file->owned_.data();
+  file->size_ = file->owned_.size();
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (mapping_) ::munmap(mapping_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::read(uint64_t offset, void* out, size_t count) const {
+  if (offset > size_ || count > size_ - offset)
+    fail("{}: read of {} bytes at offset {} is past the end of the file ({} bytes)", path_, count,
+         offset, size_);
+  if (fd_ < 0) {
+    if (count) std::memcpy(out, data_ + offset, count);
+    return;
+  }
+  auto* dst = static_cast<char*>(out);
+  while (count > 0) {
+    ssize_t got = ::pread(fd_, dst, count, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail("{}: read failed at offset {}: {}", path_, offset, std::strerror(errno));
+    if (got == 0) fail("{}: file shrank while reading (offset {})", path_, offset);
+    dst += got;
+    offset += static_cast<uint64_t>(got);
+    count -= static_cast<size_t>(got);
+  }
+}
+
+}  // namespace mixq
