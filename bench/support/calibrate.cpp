@@ -1,0 +1,156 @@
+#include "support/calibrate.hpp"
+
+#include <immintrin.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/parallel.hpp"
+#include "mixq/error.hpp"
+#include "support/timing.hpp"
+
+namespace mixq::bench {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// 12 accumulators: g++ 12 keeps them in registers (machine.md §3.2 pitfall is
+// about intrinsics; this is asm, so the loop is exactly what is written).
+#define MIXQ_12(op)                                                                          \
+  op " %%zmm12, %%zmm13, %%zmm0\n\t" op " %%zmm12, %%zmm13, %%zmm1\n\t" op                    \
+     " %%zmm12, %%zmm13, %%zmm2\n\t" op " %%zmm12, %%zmm13, %%zmm3\n\t" op                    \
+     " %%zmm12, %%zmm13, %%zmm4\n\t" op " %%zmm12, %%zmm13, %%zmm5\n\t" op                    \
+     " %%zmm12, %%zmm13, %%zmm6\n\t" op " %%zmm12, %%zmm13, %%zmm7\n\t" op                    \
+     " %%zmm12, %%zmm13, %%zmm8\n\t" op " %%zmm12, %%zmm13, %%zmm9\n\t" op                    \
+     " %%zmm12, %%zmm13, %%zmm10\n\t" op " %%zmm12, %%zmm13, %%zmm11\n\t"
+
+#define MIXQ_CLOBBER_ZMM                                                                     \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+      "xmm11", "xmm12", "xmm13"
+
+__attribute__((target("avx512f,avx512vnni"))) void vnni_loop(long iters) {
+  asm volatile(
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
+      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
+      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
+      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      "1:\n\t" MIXQ_12("vpdpbusd") "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(iters)
+      :
+      : MIXQ_CLOBBER_ZMM, "cc");
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void bf16_loop(long iters) {
+  asm volatile(
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
+      "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
+      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
+      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
+      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
+      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      "1:\n\t" MIXQ_12("vdpbf16ps") "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(iters)
+      :
+      : MIXQ_CLOBBER_ZMM, "cc");
+}
+
+// Runs loop(iters) on every pool thread at once, `reps` times; returns the
+// rate (ops_per_iter * iters * threads / seconds / 1e9) of each repetition.
+Rate peak(int threads, void (*loop)(long), double ops_per_iter) {
+  set_threads(threads);
+  constexpr long kIters = 20'000'000;  // ~0.1 s at 2 instructions per cycle
+  std::vector<double> rates;
+  loop(kIters / 10);  // warm the clock up
+  for (int r = 0; r < 7; ++r) {
+    auto t0 = clock_type::now();
+    kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) loop(kIters);
+    });
+    double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    rates.push_back(ops_per_iter * kIters * threads / s / 1e9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return {rates.back(), rates[rates.size() / 2]};
+}
+
+// Sums 4 interleaved streams of one thread's part; 8 accumulators so the
+// adds never limit the loads.
+__attribute__((target("avx512f"))) uint64_t read_part(const std::byte* p, size_t bytes) {
+  const size_t quarter = bytes / 4 / 256 * 256;
+  const std::byte* s[4] = {p, p + quarter, p + 2 * quarter, p + 3 * quarter};
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+          a7 = a0;
+  for (size_t off = 0; off < quarter; off += 128) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(s[0] + off));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(s[0] + off + 64));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(s[1] + off));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(s[1] + off + 64));
+    a4 = _mm512_add_epi64(a4, _mm512_load_si512(s[2] + off));
+    a5 = _mm512_add_epi64(a5, _mm512_load_si512(s[2] + off + 64));
+    a6 = _mm512_add_epi64(a6, _mm512_load_si512(s[3] + off));
+    a7 = _mm512_add_epi64(a7, _mm512_load_si512(s[3] + off + 64));
+  }
+  __m512i t = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)),
+                               _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7)));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(t));
+}
+
+}  // namespace
+
+bool has_avx512_vnni_bf16() { return kernels::best_isa() == kernels::Isa::avx512; }
+
+Rate int8_vnni_peak_gops(int threads) {
+  if (!has_avx512_vnni_bf16()) return {};
+  return peak(threads, vnni_loop, 12 * 128.0);
+}
+
+Rate bf16_dot_peak_gflops(int threads) {
+  if (!has_avx512_vnni_bf16()) return {};
+  return peak(threads, bf16_loop, 12 * 64.0);
+}
+
+Rate read_bandwidth_gbs(int threads, size_t bytes) {
+  if (!has_avx512_vnni_bf16()) return {};
+  set_threads(threads);
+  const size_t part = bytes / threads / 4096 * 4096;
+  const size_t total = part * threads;
+  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail("bench: cannot map {} bytes for the bandwidth test", total);
+  madvise(mem, total, MADV_HUGEPAGE);
+  auto* base = static_cast<std::byte*>(mem);
+  // First touch by the thread that will read the part (same NUMA node / pages).
+  kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) std::memset(base + t * part, static_cast<int>(t + 1), part);
+  });
+  std::atomic<uint64_t> sink{0};
+  auto pass = [&] {
+    kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part(base + t * part, part));
+    });
+  };
+  pass();
+  std::vector<double> rates;
+  for (int r = 0; r < 7; ++r) {
+    auto t0 = clock_type::now();
+    pass();
+    double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    rates.push_back(static_cast<double>(total) / s / 1e9);
+  }
+  munmap(mem, total);
+  std::sort(rates.begin(), rates.end());
+  return {rates.back(), rates[rates.size() / 2]};
+}
+
+}  // namespace mixq::bench

@@ -1,0 +1,48 @@
+#include "support/timing.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mixq/linear.hpp"
+
+namespace mixq::bench {
+
+Timing time_calls(const std::function<void()>& fn, double min_seconds, int reps) {
+  using clock = std::chrono::steady_clock;
+  fn();
+  fn();
+  // Calibrate how many calls make one repetition.
+  auto t0 = clock::now();
+  fn();
+  double one = std::chrono::duration<double>(clock::now() - t0).count();
+  const long calls = std::max<long>(1, static_cast<long>(min_seconds / std::max(one, 1e-9)));
+  std::vector<double> per_call;
+  for (int r = 0; r < reps; ++r) {
+    auto start = clock::now();
+    for (long i = 0; i < calls; ++i) fn();
+    per_call.push_back(std::chrono::duration<double>(clock::now() - start).count() / calls);
+  }
+  std::sort(per_call.begin(), per_call.end());
+  return {per_call.front(), per_call[per_call.size() / 2]};
+}
+
+void set_threads(int threads) {
+  mixq::set_num_threads(threads);
+  // oneDNN here is built on OpenMP (libgomp, loaded with libdnnl); look the
+  // setter up at run time so the benchmarks need no direct -lgomp.
+  using SetFn = void (*)(int);
+  static auto omp_set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (omp_set) omp_set(threads);
+}
+
+std::string ratio(double num, double den) {
+  if (den <= 0) return "-";
+  return fmt::format("{:.2f}x", num / den);
+}
+
+}  // namespace mixq::bench
