@@ -44,6 +44,13 @@ struct QuantizedLayer {
   nlohmann::json marker;
 };
 
+// One plausibility finding about a stored layer, reported by `mixq verify`.
+struct LayerCheck {
+  std::string name;    // "block_scales", ...
+  bool ok = true;
+  std::string detail;  // what was found, and what was expected
+};
+
 struct FormatTraits {
   std::string_view name;     // the marker's "format" string
   bool from_marker = true;   // false only for the "unquantized" record
@@ -72,6 +79,10 @@ struct FormatTraits {
                              const nlohmann::json& params) = nullptr;
   // Builds the runtime linear (weights prepared for its kernels).
   std::unique_ptr<Linear> (*make_linear)(const Layer& layer, const LinearOptions& options) = nullptr;
+  // Optional format-specific checks for `mixq verify`, beyond validate and
+  // dequantize (e.g. block-scale layout plausibility; see mixq/verify.hpp for
+  // ready-made ones). Null: none.
+  std::vector<LayerCheck> (*check)(const Layer& layer) = nullptr;
 };
 
 // Every record, marker formats first, "unquantized" last.
