@@ -57,6 +57,10 @@ struct FormatTraits {
   std::string_view summary;  // one line for help texts
   // Marker parameters the format reads, with their defaults.
   nlohmann::json defaults = nlohmann::json::object();
+  // Parameters only the quantizer reads (never written to or read from a
+  // marker), with their defaults, e.g. int8_tensorwise "per_channel". Recipes
+  // may set them next to the marker parameters of `defaults`.
+  nlohmann::json quantize_options = nlohmann::json::object();
   // "weight" first. "bias" is implicit for every format.
   std::vector<CompanionSpec> tensors;
   // True when the runtime quantizes activations before the GEMM.
