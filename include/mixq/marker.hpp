@@ -33,6 +33,11 @@ struct MarkerSet {
   // Stored tensors consumed by marker collection: marker tensors, the
   // scaled_fp8 sentinel, legacy input scales equal to 1.0.
   std::set<std::string> consumed;
+  // By prefix: the keys of Marker::params that were read from the nested
+  // "params" object (not given at top level). ComfyUI honours them; SGLang
+  // reads only top-level keys, so the sglang profiles ignore these
+  // (spec/dispatch.md §1.3). Prefixes without nested keys are absent.
+  std::map<std::string, std::set<std::string>> nested_keys;
   std::vector<std::string> warnings;
 };
 
