@@ -14,5 +14,8 @@ std::unique_ptr<Linear> make_nvfp4(const Layer& layer, const LinearOptions& opti
 std::unique_ptr<Linear> make_mxfp8(const Layer& layer, const LinearOptions& options);
 std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& options);
 std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOptions& options);
+std::unique_ptr<Linear> make_asym_w4a8_int8(const Layer& layer, const LinearOptions& options);
+std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& options);
+std::unique_ptr<Linear> make_svdquant_w4a4(const Layer& layer, const LinearOptions& options);
 
 }  // namespace mixq::linear

@@ -1,0 +1,56 @@
+#pragma once
+// Integer-family linear kernels (INT8 tensorwise/rowwise, INT8+ConvRot, ConvRot
+// W4A4 with int4 or int8 activations): spec/formats.md §3.4–§3.6, T = f32.
+//
+//   x_rot = x·H_G per group of G along K (when group > 0; radix-4 transform)
+//   q_x, s_x = Q8row(x_rot) or Q4row(x_rot)                (per token)
+//   acc[m,n] = Σ_k q_x[m,k]·q_w[n,k]                        (exact int32)
+//   y = f32(acc)·(s_x·s_w) + b      (Epilogue::scale_product, INT8 §3.4 step 3)
+//   y = (f32(acc)·s_x)·s_w + b      (Epilogue::sequential, W4A4 §3.6 step 4)
+// each operation one fp32 rounding, no FMA. Every kernel (reference and fast)
+// performs exactly these operations in this order, so fast == reference bit
+// for bit; tests compare with zero tolerance.
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace mixq::kernels {
+
+enum class ActQuant { q8row, q4row };
+enum class Epilogue { scale_product, sequential };
+
+// What an integer kernel is built from. Pointers are only read during
+// make_int_kernel (kernels copy or repack what they keep).
+struct IntLayerDesc {
+  int64_t n = 0, k = 0;
+  int64_t group = 0;             // ConvRot group size G (power of 4), 0 = none
+  ActQuant act = ActQuant::q8row;
+  Epilogue epilogue = Epilogue::scale_product;
+  bool int4_weights = false;     // weights in [-8, 7] (nibble-packed by fast kernels)
+  const int8_t* weight = nullptr;  // [n, k] row-major integer values
+  const float* weight_scale = nullptr;  // [n] (a tensorwise scale is broadcast by the caller)
+  const float* bias = nullptr;   // [n] or null
+};
+
+class IntKernel {
+ public:
+  virtual ~IntKernel() = default;
+  // x [m, k] f32 row-major, y [m, n] f32. Thread-safe for concurrent calls.
+  virtual void forward(const float* x, int64_t m, float* y) const = 0;
+  virtual std::string_view name() const = 0;
+};
+
+// Largest K the int32 accumulator is exact for: |acc| <= 128·128·K < 2^31.
+constexpr int64_t kMaxIntK = 131071;
+
+// Checks the description (shapes, group divides K, K limit); throws Error.
+void check_int_desc(const IntLayerDesc& desc);
+
+std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
+// Fast kernels; null when this build or CPU cannot run them.
+std::unique_ptr<IntKernel> make_int_kernel_avx512(const IntLayerDesc& desc);
+std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);
+// The kernel for the active ISA (kernels::active_isa()), or the reference.
+std::unique_ptr<IntKernel> make_int_kernel(const IntLayerDesc& desc, bool reference);
+
+}  // namespace mixq::kernels

@@ -1,0 +1,92 @@
+// Reference integer linear: the oracle for the fast kernels and `--kernel ref`.
+// Plain loops in the order spec/formats.md writes them (see int_kernel.hpp).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "formats/quantizers.hpp"
+#include "kernels/int_kernel.hpp"
+#include "kernels/parallel.hpp"
+#include "mixq/error.hpp"
+#include "mixq/hadamard.hpp"
+
+namespace mixq::kernels {
+namespace {
+
+class RefIntKernel final : public IntKernel {
+ public:
+  explicit RefIntKernel(const IntLayerDesc& d)
+      : d_(d),
+        weight_(d.weight, d.weight + d.n * d.k),
+        scale_(d.weight_scale, d.weight_scale + d.n),
+        bias_(d.bias ? std::vector<float>(d.bias, d.bias + d.n) : std::vector<float>{}) {
+    d_.weight = nullptr;
+    d_.weight_scale = nullptr;
+    d_.bias = nullptr;
+  }
+
+  void forward(const float* x, int64_t m, float* y) const override {
+    if (m <= 0) return;
+    const int64_t k = d_.k, n = d_.n;
+    std::vector<float> rotated(x, x + m * k);
+    // The radix-4 transform (hadamard_rotate): what CUDA/HIP run and spec §2.4
+    // recommends; it differs from a dense x·H matmul only in fp32 rounding.
+    if (d_.group > 0) hadamard_rotate(rotated.data(), m, k, d_.group);
+    std::vector<int8_t> q(static_cast<size_t>(m * k));
+    std::vector<float> sx(static_cast<size_t>(m));
+    if (d_.act == ActQuant::q8row)
+      quant::q8row(rotated.data(), m, k, q.data(), sx.data());
+    else
+      quant::q4row(rotated.data(), m, k, q.data(), sx.data());
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < n; ++c) {
+        int32_t acc = 0;
+        const int8_t* a = q.data() + r * k;
+        const int8_t* w = weight_.data() + c * k;
+        for (int64_t i = 0; i < k; ++i) acc += int32_t(a[i]) * int32_t(w[i]);
+        const float facc = static_cast<float>(acc);
+        float v;
+        if (d_.epilogue == Epilogue::scale_product) {
+          const float s = sx[r] * scale_[c];
+          v = facc * s;
+        } else {
+          const float t = facc * sx[r];
+          v = t * scale_[c];
+        }
+        if (!bias_.empty()) v = v + bias_[c];
+        y[r * n + c] = v;
+      }
+    }
+  }
+
+  std::string_view name() const override { return "ref"; }
+
+ private:
+  IntLayerDesc d_;
+  std::vector<int8_t> weight_;
+  std::vector<float> scale_;
+  std::vector<float> bias_;
+};
+
+}  // namespace
+
+void check_int_desc(const IntLayerDesc& d) {
+  if (d.n <= 0 || d.k <= 0) fail("integer linear: empty shape [{}, {}]", d.n, d.k);
+  if (d.k > kMaxIntK)
+    fail("integer linear: K = {} exceeds {} (the int32 accumulator would not be exact)", d.k,
+         kMaxIntK);
+  if (d.group != 0) {
+    if (!is_power_of_4(d.group))
+      fail("integer linear: convrot_groupsize must be a power of 4 >= 4, found {}", d.group);
+    if (d.k % d.group != 0)
+      fail("ConvRot group size {} does not divide input features K = {}", d.group, d.k);
+  }
+  if (!d.weight || !d.weight_scale) fail("integer linear: weight or scale missing");
+}
+
+std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc) {
+  check_int_desc(desc);
+  return std::make_unique<RefIntKernel>(desc);
+}
+
+}  // namespace mixq::kernels

@@ -1,0 +1,47 @@
+#pragma once
+// Packed operand layouts shared by the x86 integer kernels.
+//
+// Roles: vpdpbusd multiplies an UNSIGNED byte operand by a SIGNED byte operand.
+// We make the weights the unsigned side (w + 128 for int8, w + 8 for int4) and
+// the quantized activations the signed side: then (a) activations need no shift
+// and can be broadcast straight from memory, (b) int4 weights need only a mask
+// and a shift to unpack (no sign extension), and (c) one compensation per token,
+// bias_w · Σ_k q_x[m,k], removes the offset: Σ (w+bias_w)·x = Σ w·x + bias_w·Σ x.
+// The row sum comes free with the activation quantization. (Equivalent to the
+// usual u8 activation + per-column 128·Σw correction, with the roles swapped.)
+//
+// Weights ("panels" of 16 output columns, each contiguous over K so a GEMV can
+// stream several panels as independent memory streams):
+//   int8: panel p, step kk (4 k's): 64 bytes; byte 4c + t = w[16p + c][4kk + t] + 128
+//   int4: panel p, step k8 (8 k's): 64 bytes; byte 4c + t has
+//         low nibble w[16p + c][8k8 + t] + 8, high nibble w[16p + c][8k8 + 4 + t] + 8
+// Padding (columns past N, k past K) holds weight 0 (byte 128 / nibble 8).
+// Activations (a panel of kMr tokens, contiguous over K):
+//   step kk: kMr·4 bytes; bytes 4r .. 4r+3 = q_x[row r][4kk .. 4kk+3]; padding 0.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/int_kernel.hpp"
+
+namespace mixq::kernels::x86 {
+
+constexpr int kMr = 6;          // tokens per activation panel (register rows)
+constexpr int kPanelCols = 16;  // output columns per weight panel
+
+struct PackedIntWeights {
+  int64_t n = 0, k = 0;
+  int64_t kp = 0;       // K padded to 8
+  int64_t panels = 0;   // ceil(N/16) rounded up to a multiple of 4
+  int64_t panel_bytes = 0;
+  bool int4 = false;
+  int32_t weight_bias = 128;  // 128 (int8) or 8 (int4)
+  std::vector<uint8_t> data;  // panels * panel_bytes, 64-byte aligned start
+  std::vector<float> scale;   // [panels * 16], padding 0
+  std::vector<float> bias;    // [panels * 16] or empty
+  const uint8_t* panel(int64_t p) const { return aligned + p * panel_bytes; }
+  const uint8_t* aligned = nullptr;
+};
+
+PackedIntWeights pack_int_weights(const IntLayerDesc& desc);
+
+}  // namespace mixq::kernels::x86

@@ -1,0 +1,33 @@
+#pragma once
+// Shared glue of the integer-family Linears: a Linear that owns an IntKernel,
+// and readers for the scale and bias tensors every integer format binds.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/int_kernel.hpp"
+#include "mixq/layer.hpp"
+#include "mixq/linear.hpp"
+
+namespace mixq::linear {
+
+class IntLinear final : public Linear {
+ public:
+  IntLinear(int64_t k, int64_t n, std::unique_ptr<kernels::IntKernel> kernel)
+      : Linear(k, n), kernel_(std::move(kernel)) {}
+  void forward(const float* x, int64_t m, float* y) const override { kernel_->forward(x, m, y); }
+  std::string_view kernel_name() const override { return kernel_->name(); }
+
+ private:
+  std::unique_ptr<kernels::IntKernel> kernel_;
+};
+
+// weight_scale as f32 [n]: numel 1 is broadcast (tensorwise), numel n is per
+// row; anything else, or a non-finite / non-positive value... is reported.
+std::vector<float> read_weight_scale(const Layer& layer, int64_t n);
+// bias as f32 [n], empty when the layer has none.
+std::vector<float> read_bias(const Layer& layer, int64_t n);
+// ConvRot group size when the marker enables it, else 0.
+int64_t convrot_group(const Layer& layer, bool always_rotated);
+
+}  // namespace mixq::linear

@@ -1,0 +1,190 @@
+// Integer kernels: every fast path against the reference on random data.
+//
+// Tolerance: zero. Rotation runs the same radix-4 operations in the same
+// order (so the rotated activations are bit-identical), the quantizers make
+// the same fp32 divisions and round half-to-even, the int32 dot product is
+// exact in any order (|acc| < 2^31 by the K limit), and the epilogue performs
+// the same fp32 multiplications/additions in the same order without FMA
+// (int_kernel.hpp). Any difference is a bug, so the comparison is bitwise.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/hadamard_fast.hpp"
+#include "kernels/int_kernel.hpp"
+#include "mixq/error.hpp"
+#include "mixq/hadamard.hpp"
+#include "mixq/linear.hpp"
+
+namespace {
+
+using namespace mixq::kernels;
+
+struct Case {
+  int64_t m, k, n, group;
+  ActQuant act;
+  Epilogue epi;
+  bool int4;
+  bool bias;
+};
+
+std::vector<float> random_x(int64_t m, int64_t k, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (float& v : x) v = nd(rng);
+  // Awkward rows: all zero, one huge outlier, exact ties after scaling.
+  if (m > 1) std::fill(x.begin() + k, x.begin() + 2 * k, 0.0f);
+  if (m > 2) x[static_cast<size_t>(2 * k)] = 1e6f;
+  if (m > 3)
+    for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(3 * k + i)] = static_cast<float>(i % 9) - 4.0f;
+  return x;
+}
+
+std::vector<float> run_kernel(IntKernel& kernel, const std::vector<float>& x, int64_t m, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(m * n), -12345.0f);
+  kernel.forward(x.data(), m, y.data());
+  return y;
+}
+
+void check_case(const Case& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int8_t> w(static_cast<size_t>(c.n * c.k));
+  std::uniform_int_distribution<int> wd(c.int4 ? -8 : -128, c.int4 ? 7 : 127);
+  for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+  std::uniform_real_distribution<float> sd(1e-3f, 2e-2f);
+  std::vector<float> scale(static_cast<size_t>(c.n)), bias(static_cast<size_t>(c.n));
+  for (float& v : scale) v = sd(rng);
+  for (float& v : bias) v = sd(rng) - 0.01f;
+  IntLayerDesc d;
+  d.n = c.n;
+  d.k = c.k;
+  d.group = c.group;
+  d.act = c.act;
+  d.epilogue = c.epi;
+  d.int4_weights = c.int4;
+  d.weight = w.data();
+  d.weight_scale = scale.data();
+  d.bias = c.bias ? bias.data() : nullptr;
+  const auto x = random_x(c.m, c.k, seed + 1);
+  auto ref = make_int_kernel_ref(d);
+  const auto want = run_kernel(*ref, x, c.m, c.n);
+  for (float v : want) ASSERT_TRUE(std::isfinite(v));
+  for (Isa isa : {Isa::avx2, Isa::avx512}) {
+    if (isa > best_isa()) continue;
+    std::unique_ptr<IntKernel> fast =
+        isa == Isa::avx512 ? make_int_kernel_avx512(d) : make_int_kernel_avx2(d);
+    if (!fast) continue;
+    const auto got = run_kernel(*fast, x, c.m, c.n);
+    for (size_t i = 0; i < got.size(); ++i) {
+      uint32_t a, b;
+      std::memcpy(&a, &got[i], 4);
+      std::memcpy(&b, &want[i], 4);
+      ASSERT_EQ(a, b) << fast->name() << " m=" << c.m << " k=" << c.k << " n=" << c.n
+                      << " g=" << c.group << " int4=" << c.int4 << " at row " << i / c.n
+                      << " col " << i % c.n << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
+const int64_t kMs[] = {1, 2, 3, 7, 16, 33, 64, 257};
+
+TEST(IntKernels, Int8TensorwiseAndRowwiseNoRotation) {
+  uint64_t seed = 1;
+  for (int64_t m : kMs)
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 19}, {64, 64}, {100, 70}, {20, 129}})
+      check_case({m, k, n, 0, ActQuant::q8row, Epilogue::scale_product, false, m % 2 == 1}, seed++);
+}
+
+TEST(IntKernels, Int8ConvRot) {
+  uint64_t seed = 100;
+  for (int64_t g : {16, 64, 256})
+    for (int64_t m : kMs)
+      for (int64_t n : {17, 80})
+        check_case({m, g == 256 ? 256 : 3 * g, n, g, ActQuant::q8row, Epilogue::scale_product,
+                    false, true},
+                   seed++);
+}
+
+TEST(IntKernels, W4A4Int4AndInt8Activations) {
+  uint64_t seed = 200;
+  for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})
+    for (int64_t g : {16, 64})
+      for (int64_t m : kMs)
+        for (int64_t n : {5, 64, 100})
+          check_case({m, 2 * g + (g == 16 ? 16 : 0), n, g, act, Epilogue::sequential, true, n != 64},
+                     seed++);
+}
+
+TEST(IntKernels, SingleThreadAndManyThreadsAgree) {
+  for (int threads : {1, 2, 3}) {
+    mixq::set_num_threads(threads);
+    check_case({70, 128, 200, 64, ActQuant::q8row, Epilogue::scale_product, false, true}, 300 + threads);
+    check_case({5, 128, 200, 64, ActQuant::q4row, Epilogue::sequential, true, true}, 310 + threads);
+  }
+  mixq::set_num_threads(0);
+}
+
+TEST(IntKernels, RejectsBadDescriptions) {
+  std::vector<int8_t> w(64);
+  std::vector<float> s(4, 1.0f);
+  IntLayerDesc d;
+  d.n = 4;
+  d.k = 16;
+  d.weight = w.data();
+  d.weight_scale = s.data();
+  d.group = 12;  // not a power of 4
+  EXPECT_THROW(make_int_kernel(d, false), mixq::Error);
+  d.group = 64;  // does not divide K
+  EXPECT_THROW(make_int_kernel(d, true), mixq::Error);
+  d.group = 0;
+  d.k = kMaxIntK + 1;
+  EXPECT_THROW(make_int_kernel(d, false), mixq::Error);
+}
+
+TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (int64_t g : {4, 16, 64, 256, 1024}) {
+    for (int64_t k : {g, 3 * g, g == 4 ? int64_t(20) : 2 * g}) {
+      std::vector<float> x(static_cast<size_t>(k));
+      for (float& v : x) v = nd(rng);
+      std::vector<float> want = x;
+      mixq::hadamard_rotate(want.data(), 1, k, g);
+      std::vector<float> scalar = x;
+      hadamard_row_scalar(scalar.data(), k, g);
+      EXPECT_EQ(0, std::memcmp(scalar.data(), want.data(), x.size() * 4)) << "scalar g=" << g;
+      if (best_isa() >= Isa::avx512) {
+        std::vector<float> fast = x;
+        hadamard_row_avx512(fast.data(), k, g);
+        EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx512 g=" << g << " k=" << k;
+      }
+    }
+  }
+}
+
+TEST(Hadamard, FastMatchesDenseMatrixWithinRounding) {
+  // Against x·H_G from the explicit matrix: equal in real arithmetic, so only
+  // fp32 rounding separates them (a few ulps of the row's magnitude).
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int64_t g : {16, 64, 256}) {
+    const auto h = mixq::hadamard_matrix(g);
+    std::vector<float> x(static_cast<size_t>(g));
+    for (float& v : x) v = nd(rng);
+    std::vector<float> fast = x;
+    if (best_isa() >= Isa::avx512) hadamard_row_avx512(fast.data(), g, g);
+    else hadamard_row_scalar(fast.data(), g, g);
+    for (int64_t j = 0; j < g; ++j) {
+      double want = 0;
+      for (int64_t i = 0; i < g; ++i) want += double(x[static_cast<size_t>(i)]) * h[static_cast<size_t>(i * g + j)];
+      EXPECT_NEAR(fast[static_cast<size_t>(j)], want, 1e-5) << "g=" << g << " j=" << j;
+    }
+  }
+}
+
+}  // namespace
