@@ -1,0 +1,93 @@
+// nvfp4 (spec/formats.md §3.2): E2M1 codes, E4M3 scale per 16 along K, F32
+// global scale. value(n, k) = e2m1(code) · e4m3(S[n, k/16]) · g.
+//
+// Stored (roles): weight U8 [Np, Kp/2] (Np, Kp = N, K padded to 16 with zeros;
+// byte j = code[2j] << 4 | code[2j+1], high nibble first, §2.2a);
+// weight_scale F8_E4M3 or U8, Rp·Cp bytes of swizzled block scales (§2.3;
+// Rp = roundup(Np, 128), Cp = roundup(Kp/16, 4); any 1-D or 2-D shape with
+// that many bytes); weight_scale_2 F32 [] or [1] (g); optional input_scale F32
+// [] or [1] (activation global scale); optional pre_quant_scale [K] (multiplies
+// the activation). Logical N comes from the bias, logical K from
+// pre_quant_scale; without them the stored padded size is reported, with a
+// warning.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "formats/nvfp4_layout.hpp"
+#include "formats/quantizers.hpp"
+#include "formats/record_util.hpp"
+#include "formats/records.hpp"
+#include "linear/factories.hpp"
+#include "mixq/error.hpp"
+#include "mixq/swizzle.hpp"
+
+namespace mixq::formats {
+namespace {
+
+LogicalShape validate(Layer& layer) {
+  const Nvfp4Geometry g = nvfp4_geometry(layer, Nvfp4Layout{});
+  if (!g.n_known)
+    layer.warnings.push_back(fmt::format(
+        "layer '{}': nvfp4 pads N to 16 and no bias gives the logical out_features; reporting the stored {}",
+        layer.prefix, g.rows));
+  if (!g.k_known)
+    layer.warnings.push_back(fmt::format(
+        "layer '{}': nvfp4 pads K to 16 and no pre_quant_scale gives the logical in_features; reporting the "
+        "stored {}",
+        layer.prefix, g.k_padded));
+  return {g.out_features, g.in_features};
+}
+
+int64_t tp_input_unit(const Layer&) { return 16; }
+
+std::string method(const Layer& layer) { return method_or_full_precision(layer, "nvfp4", "nvfp4:full_precision"); }
+
+void dequantize(const Layer& layer, Basis, float* out) { nvfp4_dequantize(layer, Nvfp4Layout{}, out); }
+
+// quantize_nvfp4 with g = amax/2688 (1.0 for an all-zero weight, whose blocks
+// are all zero anyway), codes packed high nibble first, scales swizzled.
+QuantizedLayer quantize(const float* weight, int64_t n, int64_t k, const nlohmann::json& params) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n * k; ++i) amax = std::fmax(amax, std::fabs(weight[i]));
+  const quant::Nvfp4Blocks b =
+      quant::quantize_nvfp4(weight, n, k, amax > 0.0f ? std::nullopt : std::optional<float>(1.0f));
+  std::vector<uint8_t> packed(static_cast<size_t>(b.rows * b.cols / 2));
+  for (size_t j = 0; j < packed.size(); ++j)
+    packed[j] = static_cast<uint8_t>((b.codes[2 * j] << 4) | b.codes[2 * j + 1]);
+  const int64_t blocks = b.cols / 16;
+  const std::vector<uint8_t> scales = swizzle_scales(b.block_scales.data(), b.rows, blocks);
+
+  QuantizedLayer q;
+  q.tensors.push_back(owned_bytes("weight", DType::U8, {b.rows, b.cols / 2}, packed.data(), packed.size()));
+  q.tensors.push_back(owned_bytes("weight_scale", DType::F8_E4M3, {swizzled_rows(b.rows), swizzled_cols(blocks)},
+                                  scales.data(), scales.size()));
+  q.tensors.push_back(owned_f32_scalar("weight_scale_2", b.global_scale));
+  q.marker = base_marker("nvfp4", params);
+  return q;
+}
+
+}  // namespace
+
+const FormatTraits& nvfp4_format() {
+  static const FormatTraits record{
+      .name = "nvfp4",
+      .summary = "E2M1 codes with E4M3 scales per 16 (swizzled) and an F32 global scale; activations NVFP4",
+      .defaults = {{std::string(kFullPrecision), false}},
+      .tensors = {{.role = "weight", .dtypes = {DType::U8}},
+                  {.role = "weight_scale", .dtypes = {DType::F8_E4M3, DType::U8}},
+                  {.role = "weight_scale_2", .dtypes = {DType::F32}},
+                  {.role = "input_scale", .required = false, .dtypes = {DType::F32}},
+                  {.role = "pre_quant_scale", .required = false, .dtypes = {DType::F32, DType::F16, DType::BF16}}},
+      .quantizes_activation = true,
+      .validate = validate,
+      .tp_input_unit = tp_input_unit,
+      .method = method,
+      .dequantize = dequantize,
+      .quantize = quantize,
+      .make_linear = linear::make_nvfp4,
+  };
+  return record;
+}
+
+}  // namespace mixq::formats
