@@ -18,8 +18,9 @@
 // FORMAT "keep" leaves the layer in its source precision. "fallback=keep" keeps
 // a layer the format cannot hold (its quantizer or validator rejects the
 // shape) instead of failing. Format names and parameters are checked against
-// the format table (the record's marker parameters, plus
-// "full_precision_matrix_mult" for every format).
+// the format table: the record's marker parameters (`defaults`, written to the
+// marker), its quantizer-only `quantize_options` (not written), and
+// "full_precision_matrix_mult" for every format.
 #include <string>
 #include <string_view>
 #include <vector>

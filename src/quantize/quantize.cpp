@@ -127,8 +127,20 @@ nlohmann::json complete_marker(const FormatTraits& format, const QuantizedLayer&
     fail("layer '{}': quantizer of '{}' wrote a marker for '{}'", prefix, format.name,
          marker["format"].dump());
   for (const auto& [key, value] : rule.params.items())
-    if (!marker.contains(key)) marker[key] = value;
+    if (!marker.contains(key) && !format.quantize_options.contains(key)) marker[key] = value;
   return marker;
+}
+
+// What the quantizer gets: marker parameters with defaults applied, plus the
+// quantizer-only options (FormatTraits::quantize_options) with theirs.
+nlohmann::json quantizer_params(const FormatTraits& format, const RecipeRule& rule) {
+  nlohmann::json marker_params = nlohmann::json::object();
+  for (const auto& [key, value] : rule.params.items())
+    if (!format.quantize_options.contains(key)) marker_params[key] = value;
+  nlohmann::json params = apply_defaults(format, marker_params);
+  for (const auto& [key, value] : format.quantize_options.items())
+    params[key] = rule.params.contains(key) ? rule.params[key] : value;
+  return params;
 }
 
 // Binds the quantizer's output like a reader would and lets the format's own
@@ -305,7 +317,7 @@ QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths,
     try {
       std::vector<float> buffer;
       const float* w = weight_f32(weight, buffer);
-      q = format.quantize(w, n, k, apply_defaults(format, job.rule->params));
+      q = format.quantize(w, n, k, quantizer_params(format, *job.rule));
       marker = complete_marker(format, q, *job.rule, layer.prefix);
       validate_output(format, q, marker, layer, n, k);
     } catch (const Error& e) {

@@ -54,6 +54,7 @@ std::vector<std::string> split(std::string_view text, char sep) {
 std::vector<std::string> param_names(const FormatTraits& format) {
   std::vector<std::string> names;
   for (const auto& [key, value] : format.defaults.items()) names.push_back(key);
+  for (const auto& [key, value] : format.quantize_options.items()) names.push_back(key);
   if (!format.defaults.contains(kFullPrecision)) names.emplace_back(kFullPrecision);
   names.emplace_back("fallback=keep");
   return names;
@@ -63,6 +64,7 @@ std::vector<std::string> param_names(const FormatTraits& format) {
 const nlohmann::json* param_default(const FormatTraits& format, const std::string& key) {
   static const nlohmann::json kBoolDefault = false;
   if (auto it = format.defaults.find(key); it != format.defaults.end()) return &*it;
+  if (auto it = format.quantize_options.find(key); it != format.quantize_options.end()) return &*it;
   if (key == kFullPrecision) return &kBoolDefault;
   return nullptr;
 }
