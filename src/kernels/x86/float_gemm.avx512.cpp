@@ -1,0 +1,222 @@
+// AVX-512 float GEMM cores and bf16 activation preparation (float_gemm.hpp).
+//
+// Blocking: each thread owns a contiguous range of 16-column panels. The K
+// dimension is walked in chunks of kStepChunk steps (a panel chunk is 16 KiB,
+// J = 3 of them stay in L1/L2), rows in chunks of kRowChunk (their activation
+// chunk stays in L2), and the register block is MR = 8 rows × J = 3 panels
+// (24 accumulators + 3 weight rows; g++ 12 keeps them in registers, checked
+// with objdump). Partial sums of earlier K chunks live in y, so each output
+// still accumulates in k order in fp32; alpha and bias are applied once after
+// the last chunk.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/parallel.hpp"
+#include "kernels/x86/float_gemm.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+constexpr int64_t kStepChunk = 256;
+constexpr int64_t kRowChunk = 128;
+constexpr int kMR = 8;
+constexpr int kJ = 3;
+
+inline __mmask16 tail_mask(int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
+}
+
+struct Job {
+  const uint32_t* a;
+  int64_t lda;  // words per activation row (= steps)
+  const FloatPanels* w;
+  float alpha;
+  const float* bias;
+  float* y;
+};
+
+template <GemmType T>
+inline __m512 step(__m512 acc, __m512i a, __m512i w) {
+  if constexpr (T == GemmType::bf16)
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)w);
+  else
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(w), acc);
+}
+
+// Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
+template <GemmType T, int MR, int J>
+void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
+  const FloatPanels& w = *job.w;
+  const int64_t n = w.n;
+  __m512 acc[MR][J];
+  __mmask16 mask[J];
+  for (int j = 0; j < J; ++j) mask[j] = tail_mask(n - (p + j) * 16);
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < J; ++j)
+      acc[i][j] = first ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(mask[j], job.y + (m0 + i) * n + (p + j) * 16);
+  const uint32_t* b[J];
+  for (int j = 0; j < J; ++j) b[j] = w.data.data() + (p + j) * w.steps * 16;
+  const uint32_t* a = job.a + m0 * job.lda;
+  for (int64_t s = s0; s < s1; ++s) {
+    __m512i wv[J];
+    for (int j = 0; j < J; ++j) wv[j] = _mm512_loadu_si512(b[j] + s * 16);
+    for (int i = 0; i < MR; ++i) {
+      int32_t word;  // activations may be f32 storage: read the bits with memcpy
+      std::memcpy(&word, a + i * job.lda + s, 4);
+      const __m512i av = _mm512_set1_epi32(word);
+      for (int j = 0; j < J; ++j) acc[i][j] = step<T>(acc[i][j], av, wv[j]);
+    }
+  }
+  const __m512 alpha = _mm512_set1_ps(job.alpha);
+  for (int j = 0; j < J; ++j) {
+    const int64_t n0 = (p + j) * 16;
+    __m512 bias = _mm512_setzero_ps();
+    if (last && job.bias) bias = _mm512_maskz_loadu_ps(mask[j], job.bias + n0);
+    for (int i = 0; i < MR; ++i) {
+      __m512 out = acc[i][j];
+      if (last) {
+        out = _mm512_mul_ps(out, alpha);
+        if (job.bias) out = _mm512_add_ps(out, bias);
+      }
+      _mm512_mask_storeu_ps(job.y + (m0 + i) * n + n0, mask[j], out);
+    }
+  }
+}
+
+template <GemmType T, int MR, int J>
+void rows(const Job& job, int64_t m0, int64_t m1, int64_t p, int64_t s0, int64_t s1, bool first,
+          bool last) {
+  int64_t m = m0;
+  for (; m + MR <= m1; m += MR) micro<T, MR, J>(job, m, p, s0, s1, first, last);
+  if constexpr (MR > 1) {
+    if (m < m1) rows<T, MR - 1, J>(job, m, m1, p, s0, s1, first, last);
+  }
+}
+
+template <GemmType T>
+void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+  const int64_t steps = job.w->steps;
+  for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += kStepChunk) {
+    const int64_t s1 = std::min(steps, s0 + kStepChunk);
+    const bool first = s0 == 0, last = s1 == steps;
+    for (int64_t mc = 0; mc < m; mc += kRowChunk) {
+      const int64_t mend = std::min(m, mc + kRowChunk);
+      int64_t p = p0;
+      for (; p + kJ <= p1; p += kJ) rows<T, kMR, kJ>(job, mc, mend, p, s0, s1, first, last);
+      for (; p < p1; ++p) rows<T, kMR, 1>(job, mc, mend, p, s0, s1, first, last);
+    }
+    if (steps == 0) break;
+  }
+}
+
+}  // namespace
+
+void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
+                       const float* bias, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  const Job job{a, w.steps, &w, alpha, bias, y};
+  parallel_for(w.panels, kJ, [&](int64_t p0, int64_t p1, int) {
+    if (w.type == GemmType::bf16)
+      run<GemmType::bf16>(job, m, p0, p1);
+    else
+      run<GemmType::f32>(job, m, p0, p1);
+  });
+}
+
+namespace {
+
+// RNE of |v| (finite or NaN, already clamped) to a minifloat grid kept in f32:
+// normals (>= min_normal) keep `mant` mantissa bits, subnormals sit on the grid
+// `sub_step`. NaN stays NaN (its payload only grows toward the kept bits).
+template <int Mant>
+inline __m512 round_minifloat(__m512 v, float min_normal, float sub_step) {
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+  const __m512 a = _mm512_abs_ps(v);
+  const __m512i u = _mm512_castps_si512(a);
+  constexpr int drop = 23 - Mant;
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, drop), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32((1 << (drop - 1)) - 1), odd));
+  r = _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(~((1u << drop) - 1u))));
+  const __m512 sub = _mm512_mul_ps(
+      _mm512_roundscale_ps(_mm512_mul_ps(a, _mm512_set1_ps(1.0f / sub_step)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+      _mm512_set1_ps(sub_step));
+  const __mmask16 is_sub = _mm512_cmp_ps_mask(a, _mm512_set1_ps(min_normal), _CMP_LT_OQ);
+  const __m512 mag = _mm512_mask_mov_ps(_mm512_castsi512_ps(r), is_sub, sub);
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
+}
+
+// clamp(v, -hi, hi) keeping NaN (vmaxps/vminps return the second operand on NaN).
+inline __m512 clamp_keep_nan(__m512 v, float hi) {
+  v = _mm512_max_ps(_mm512_set1_ps(-hi), v);
+  return _mm512_min_ps(_mm512_set1_ps(hi), v);
+}
+
+inline __m512 fp8_value(__m512 v, ActPrep prep) {
+  if (prep == ActPrep::e5m2) return round_minifloat<2>(clamp_keep_nan(v, 57344.0f), 0x1p-14f, 0x1p-16f);
+  return round_minifloat<3>(clamp_keep_nan(v, 448.0f), 0x1p-6f, 0x1p-9f);
+}
+
+inline __m512 load_row(const float* row, int64_t k0, int64_t k) {
+  return _mm512_maskz_loadu_ps(k0 >= k ? __mmask16(0) : tail_mask(k - k0), row + k0);
+}
+
+// Stores 32 f32 (lo: k0..k0+15, hi: k0+16..k0+31) as 16 bf16 pairs.
+inline void store_pairs(uint32_t* dst, int64_t pairs, __m512 lo, __m512 hi) {
+  const __m512i packed = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  _mm512_mask_storeu_epi32(dst, tail_mask(pairs), packed);
+  if (pairs > 16)
+    _mm512_mask_storeu_epi32(dst + 16, tail_mask(pairs - 16), _mm512_shuffle_i64x2(packed, packed, 0xEE));
+}
+
+int ceil_log2(float r) {
+  int exponent = 0;
+  const float mantissa = std::frexp(r, &exponent);
+  return mantissa == 0.5f ? exponent - 1 : exponent;
+}
+
+void prepare_row(const float* row, int64_t k, int64_t steps, ActPrep prep, float inv, uint32_t* out) {
+  for (int64_t k0 = 0; k0 < 2 * steps; k0 += 32) {
+    __m512 lo = load_row(row, k0, k), hi = load_row(row, k0 + 16, k);
+    if (prep == ActPrep::e4m3 || prep == ActPrep::e5m2) {
+      const __m512 s = _mm512_set1_ps(inv);
+      lo = fp8_value(_mm512_mul_ps(lo, s), prep);
+      hi = fp8_value(_mm512_mul_ps(hi, s), prep);
+    } else if (prep == ActPrep::mxfp8) {
+      // §3.3: a = max|x| (NaN ignored), e = clamp(ceil(log2(max(a/448, 2^-127))) + 127, 0, 254),
+      // codes = e4m3(clamp(x / 2^(e-127), ±448)); the GEMM uses code·e8m0(e), e8m0(0) = 0.
+      const __m512 amax = _mm512_max_ps(_mm512_abs_ps(hi), _mm512_max_ps(_mm512_abs_ps(lo), _mm512_setzero_ps()));
+      const float a = _mm512_reduce_max_ps(amax);
+      if (a == 0.0f) {
+        lo = hi = _mm512_setzero_ps();
+      } else {
+        const float ratio = a / 448.0f;
+        const int e = std::isfinite(ratio)
+                          ? std::clamp(ceil_log2(std::max(ratio, 0x1p-127f)) + 127, 0, 254)
+                          : 254;
+        const __m512 div = _mm512_set1_ps(std::ldexp(1.0f, e - 127));
+        const __m512 back = _mm512_set1_ps(e == 0 ? 0.0f : std::ldexp(1.0f, e - 127));
+        lo = _mm512_mul_ps(fp8_value(_mm512_div_ps(lo, div), ActPrep::e4m3), back);
+        hi = _mm512_mul_ps(fp8_value(_mm512_div_ps(hi, div), ActPrep::e4m3), back);
+      }
+    }
+    store_pairs(out + k0 / 2, steps - k0 / 2, lo, hi);
+  }
+}
+
+}  // namespace
+
+void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
+                         float inv_scale, uint32_t* out) {
+  if (k > 2 * steps) fail("float gemm: activation has {} columns, the weight only {}", k, 2 * steps);
+  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) prepare_row(x + r * k, k, steps, prep, inv_scale, out + r * steps);
+  });
+}
+
+}  // namespace mixq::kernels::x86

@@ -1,0 +1,50 @@
+#pragma once
+// Dense GEMM cores for the float family on x86: y = alpha·(A·Bᵀ) + bias with
+// fp32 accumulation, for
+//  - bf16 operands (`vdpbf16ps`): FP8, MXFP8 and full-precision NVFP4 weights
+//    decode exactly to bf16 (E4M3, E5M2, E2M1×E4M3, E4M3×2^e all fit), and
+//    quantized FP8/MXFP8 activations do too;
+//  - f32 operands (`vfmadd231ps`): unquantized layers (f32 math).
+//
+// Weights are repacked once at Linear creation into panels of 16 output
+// columns: per panel, one 64-byte row per "step" (a k-pair of bf16 as [16][2],
+// or one k of f32 as [16]). Why: the kernel keeps 16 columns in the lanes of a
+// zmm and broadcasts 4 bytes of the activation (vpbroadcastd-able), so a panel
+// row is exactly one aligned load. Decoding FP8 codes once into bf16 costs 2
+// bytes per weight instead of 1; the formats that must stream at the memory
+// limit (NVFP4) use their own nibble kernel instead.
+#include <cstdint>
+#include <vector>
+
+namespace mixq::kernels::x86 {
+
+enum class GemmType { bf16, f32 };
+
+struct FloatPanels {
+  GemmType type = GemmType::bf16;
+  int64_t n = 0;       // logical output columns
+  int64_t k = 0;       // logical input features
+  int64_t steps = 0;   // bf16: ceil(k/2) k-pairs; f32: k
+  int64_t panels = 0;  // ceil(n / 16)
+  std::vector<uint32_t> data;  // panels · steps · 16 words (64 B rows)
+};
+
+// w: [n, k] f32 row-major. bf16 packing rounds to nearest even (exact for the
+// decoded quantized formats).
+FloatPanels pack_panels(const float* w, int64_t n, int64_t k, GemmType type);
+
+// a: [m, steps] 32-bit words (bf16: pairs [k, k+1] with zero padding; f32: x
+// itself). y [m, n] = alpha·(a·wᵀ) + bias (bias may be null).
+void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
+                       const float* bias, float* y);
+
+// Activation preparation into bf16 pairs [m, steps] (steps = ceil(k_out/2),
+// columns past k zero):
+//  - round: RNE of x to bf16 (full-precision layers);
+//  - e4m3 / e5m2: the FP8 value of clamp(x·inv_scale, ±max), RNE (§3.1);
+//  - mxfp8: per 32-block dynamic MXFP8 (§3.3), value·2^(e-127).
+enum class ActPrep { round, e4m3, e5m2, mxfp8 };
+void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
+                         float inv_scale, uint32_t* out);
+
+}  // namespace mixq::kernels::x86

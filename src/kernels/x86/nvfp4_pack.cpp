@@ -1,0 +1,47 @@
+// Repacks checkpoint NVFP4 weights into the VNNI panel layout (nvfp4_w4a4.hpp).
+#include <algorithm>
+
+#include "kernels/parallel.hpp"
+#include "kernels/x86/nvfp4_w4a4.hpp"
+#include "mixq/swizzle.hpp"
+
+namespace mixq::kernels::x86 {
+
+Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+                       int64_t n, float global) {
+  Nvfp4Packed p;
+  p.n = n;
+  p.blocks = row_bytes * 2 / 16;
+  p.panels = (n + 15) / 16;
+  p.global = global;
+  p.data.assign(static_cast<size_t>(p.panels * p.blocks * kNvfp4PanelBlockBytes), 0);
+  const int64_t blocks = p.blocks;
+  auto code = [&](int64_t r, int64_t c) -> uint8_t {
+    const uint8_t byte = codes[r * row_bytes + c / 2];
+    return (c % 2 == 0) ? byte >> 4 : byte & 0x0F;
+  };
+  std::vector<char> nan_found(static_cast<size_t>(p.panels), 0);
+  parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t panel = begin; panel < end; ++panel) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        uint8_t* dst = p.data.data() + (panel * blocks + b) * kNvfp4PanelBlockBytes;
+        for (int64_t j = 0; j < 16; ++j) {
+          const int64_t r = panel * 16 + j;
+          if (r >= n || r >= rows) continue;  // padding rows stay code 0 / scale 0
+          for (int o = 0; o < 2; ++o)
+            for (int i = 0; i < 4; ++i) {
+              const int64_t k0 = b * 16 + o * 8 + i;
+              dst[o * 64 + j * 4 + i] = static_cast<uint8_t>(code(r, k0) | (code(r, k0 + 4) << 4));
+            }
+          const uint8_t s = scales[swizzled_offset(r, b, blocks)];
+          if ((s & 0x7F) == 0x7F) nan_found[static_cast<size_t>(panel)] = 1;
+          dst[128 + j] = s;
+        }
+      }
+    }
+  });
+  p.fast_ok = std::none_of(nan_found.begin(), nan_found.end(), [](char c) { return c != 0; });
+  return p;
+}
+
+}  // namespace mixq::kernels::x86

@@ -1,0 +1,59 @@
+#pragma once
+// NVFP4 W4A4 on x86: weights repacked once for `vpdpbusd`, activations
+// quantized per call, exact int32 block dot products, fp32 epilogue.
+//
+// Why repack: the checkpoint stores each weight row's codes contiguously
+// (hi-first nibbles) and the block scales in cuBLAS's swizzled tiles. The VNNI
+// kernel wants 16 output columns in the 16 int32 lanes of a zmm and 4
+// consecutive k per lane, so the packed layout is, per panel of 16 rows and per
+// 16-element block b (144 bytes, streamed linearly by one thread):
+//   bytes [0, 64):   k-octet 0: byte 4·j+i (row j of the panel) holds
+//                    code(k = 16b+i) in the low nibble, code(16b+4+i) high;
+//   bytes [64, 128): k-octet 1, the same for k = 16b+8+i and 16b+12+i;
+//   bytes [128,144): the 16 rows' E4M3 block scales.
+// A `vpshufb` LUT turns a nibble into the unsigned byte 12 + 2·e2m1 (0..24),
+// so the weight is vpdpbusd's unsigned operand and the doubled activation code
+// (-12..12) its signed operand; the +12 offset is removed with a per-(row,
+// block) compensation −12·Σ x2 computed while quantizing the activation.
+// Block dot = Σ (2·e2m1(x))·(2·e2m1(w)) = 4·Σ e2m1·e2m1, exact in int32.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace mixq::kernels::x86 {
+
+constexpr int64_t kNvfp4PanelBlockBytes = 144;
+
+struct Nvfp4Packed {
+  int64_t n = 0;        // logical output features (rows used)
+  int64_t blocks = 0;   // 16-element blocks along K (stored K / 16)
+  int64_t panels = 0;   // ceil(n / 16)
+  float global = 0.0f;  // g_w
+  std::vector<uint8_t> data;  // panels · blocks · 144 bytes
+  // False when a block scale is an E4M3 NaN (0x7F/0xFF): the fast decode
+  // cannot represent it, so the layer must run the reference kernel.
+  bool fast_ok = true;
+};
+
+// codes [rows, row_bytes] hi-first; scales swizzled for [rows, row_bytes*2/16].
+Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+                       int64_t n, float global);
+
+// The per-call quantized activation.
+struct Nvfp4Activation {
+  int64_t m = 0, blocks = 0;
+  std::vector<int8_t> q;       // [m, blocks*16] doubled E2M1 codes, -12..12
+  std::vector<float> scale;    // [m, blocks] S_x as f32
+  std::vector<int32_t> comp;   // [m, blocks] -12·Σ q over the block
+  float global = 0.0f;         // g_x
+};
+
+// AVX-512 kernels (nvfp4_w4a4.avx512.cpp). x [m, k] f32; k <= 16·blocks.
+void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
+                           const float* pre_quant_scale, std::optional<float> input_scale,
+                           Nvfp4Activation& out);
+// y [m, n] = the NVFP4 linear of `act` and `w`, plus bias (may be null).
+void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias,
+                       float* y);
+
+}  // namespace mixq::kernels::x86

@@ -1,0 +1,94 @@
+// MXFP8 layers (spec/formats.md §3.3): E4M3 codes with E8M0 per-32 block
+// scales (swizzled), activations quantized dynamically per 32-block. The fast
+// path folds each power-of-two block scale into the decoded value (e4m3·2^e is
+// exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16
+// GEMM with fp32 accumulation; the reference sums each block exactly first
+// and then scales, so the two differ by fp32 rounding order only.
+// full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ (the fast
+// path rounds x to bf16).
+#include "kernels/ref/float_ref.hpp"
+#include "kernels/x86/float_gemm.hpp"
+#include "linear/factories.hpp"
+#include "linear/float_common.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/swizzle.hpp"
+
+namespace mixq::linear {
+namespace {
+
+using kernels::x86::ActPrep;
+
+class Mxfp8Linear final : public FloatLinear {
+ public:
+  Mxfp8Linear(const Layer& layer, const LinearOptions& options) : FloatLinear(layer, "ref") {
+    const TensorView& weight = layer.tensor("weight");
+    if (weight.dtype != DType::F8_E4M3 || weight.rank() != 2 || weight.shape[1] % 32 != 0)
+      fail("layer '{}': mxfp8 weight must be F8_E4M3 [N, K] with K % 32 == 0, found {} {}",
+           layer.prefix, dtype_name(weight.dtype), shape_str(weight.shape));
+    rows_ = weight.shape[0];
+    cols_ = weight.shape[1];
+    const int64_t n = out_features(), k = in_features(), blocks = cols_ / 32;
+    if (n > rows_ || k > cols_)
+      fail("layer '{}': mxfp8 weight {} cannot hold [{}, {}]", layer.prefix, shape_str(weight.shape), n, k);
+    const uint8_t* codes = bytes_at_least(layer, "weight", rows_ * cols_);
+    const uint8_t* scales =
+        bytes_at_least(layer, "weight_scale", swizzled_rows(rows_) * swizzled_cols(blocks));
+    bias_ = bias_f32(layer, n);
+    full_precision_ = full_precision(layer);
+    const bool fast = use_avx512(options);
+    if (!fast && !full_precision_) {
+      codes_.assign(codes, codes + rows_ * cols_);
+      scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
+      return;
+    }
+    // Decoded W (logical columns; the fast GEMM pads K to the 32-blocks of x).
+    const int64_t kw = fast ? cols_ : k;
+    std::vector<float> w(static_cast<size_t>(n * kw));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < kw; ++c)
+        w[static_cast<size_t>(r * kw + c)] =
+            e4m3_to_f32(codes[r * cols_ + c]) * e8m0_to_f32(scales[swizzled_offset(r, c / 32, blocks)]);
+    if (fast) {
+      panels_ = kernels::x86::pack_panels(w.data(), n, kw, kernels::x86::GemmType::bf16);
+      kernel_ = "avx512";
+    } else {
+      dequantized_ = std::move(w);
+    }
+  }
+
+  void forward(const float* x, int64_t m, float* y) const override {
+    check(x, m, y);
+    if (m == 0) return;
+    const int64_t n = out_features(), k = in_features();
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    if (kernel_ == "ref") {
+      if (full_precision_) {
+        kernels::ref::linear_f32(x, m, k, dequantized_.data(), n, bias, y);
+      } else {
+        const kernels::ref::Mxfp8Weight w{codes_.data(), rows_, cols_, scales_.data()};
+        kernels::ref::mxfp8_linear(x, m, k, w, n, bias, y);
+      }
+      return;
+    }
+    std::vector<uint32_t> a(static_cast<size_t>(m * panels_.steps));
+    kernels::x86::prepare_bf16_avx512(x, m, k, panels_.steps,
+                                      full_precision_ ? ActPrep::round : ActPrep::mxfp8, 1.0f, a.data());
+    kernels::x86::float_gemm_avx512(a.data(), m, panels_, 1.0f, bias, y);
+  }
+
+ private:
+  int64_t rows_ = 0, cols_ = 0;
+  std::vector<float> bias_, dequantized_;
+  std::vector<uint8_t> codes_, scales_;
+  bool full_precision_ = false;
+  kernels::x86::FloatPanels panels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Linear> make_mxfp8(const Layer& layer, const LinearOptions& options) {
+  return std::make_unique<Mxfp8Linear>(layer, options);
+}
+
+}  // namespace mixq::linear

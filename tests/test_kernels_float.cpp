@@ -1,0 +1,239 @@
+// Fast float-family kernels against the reference kernels on random data:
+// NVFP4 W4A4 (bit exact: integer block dots, same fp32 epilogue order), the
+// bf16 activation preparation (exactly the reference quantizer's values), and
+// the bf16/f32 GEMM cores (fp32 summation order only). Every shape list covers
+// the remainder paths: M in {1,2,3,7,16,33,64,257}, N not a multiple of 16,
+// K = 80 (5 NVFP4 blocks) and K not a multiple of 32.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "formats/quantizers.hpp"
+#include "kernels/cpu.hpp"
+#include "kernels/ref/float_ref.hpp"
+#include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/nvfp4_w4a4.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/swizzle.hpp"
+#include "support/test_support.hpp"
+
+namespace mixq {
+namespace {
+
+using testing::random_floats;
+namespace x86 = kernels::x86;
+
+const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
+
+bool has_avx512() { return kernels::best_isa() == kernels::Isa::avx512; }
+
+// An NVFP4 weight as a checkpoint stores it: hi-first packed codes and
+// swizzled E4M3 block scales.
+struct StoredNvfp4 {
+  int64_t rows = 0, row_bytes = 0;
+  std::vector<uint8_t> codes, scales;
+  float global = 0;
+  kernels::ref::Nvfp4Weight view() const {
+    return {codes.data(), rows, row_bytes, scales.data(), global};
+  }
+};
+
+StoredNvfp4 make_nvfp4(int64_t n, int64_t k, uint64_t seed) {
+  const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, 0.05f);
+  const quant::Nvfp4Blocks q = quant::quantize_nvfp4(w.data(), n, k, std::nullopt);
+  StoredNvfp4 s;
+  s.rows = q.rows;
+  s.row_bytes = q.cols / 2;
+  s.codes.resize(static_cast<size_t>(q.rows * q.cols / 2));
+  for (int64_t i = 0; i < q.rows * q.cols / 2; ++i)
+    s.codes[static_cast<size_t>(i)] = static_cast<uint8_t>((q.codes[2 * i] << 4) | q.codes[2 * i + 1]);
+  s.scales = swizzle_scales(q.block_scales.data(), q.rows, q.cols / 16);
+  s.global = q.global_scale;
+  return s;
+}
+
+void expect_bits_equal(const std::vector<float>& want, const std::vector<float>& got, const char* what) {
+  ASSERT_EQ(want.size(), got.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (std::bit_cast<uint32_t>(want[i]) != std::bit_cast<uint32_t>(got[i]) && bad++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": reference " << want[i] << ", fast " << got[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(KernelsFloat, Nvfp4ActivationQuantizerMatchesReference) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+  for (int64_t k : {16, 80, 72, 3}) {
+    const int64_t blocks = (k + 15) / 16;
+    for (int64_t m : {1, 7, 33}) {
+      std::vector<float> x = random_floats(static_cast<size_t>(m * k), 7 + m + k, 2.0f);
+      x[0] = 0.0f;  // exact zeros and a zero block stay zero
+      for (auto scale : {std::optional<float>{}, std::optional<float>{0.004f}}) {
+        const quant::Nvfp4Blocks ref = quant::quantize_nvfp4(x.data(), m, k, scale);
+        x86::Nvfp4Activation act;
+        x86::nvfp4_quantize_avx512(x.data(), m, k, blocks, nullptr, scale, act);
+        EXPECT_EQ(act.global, ref.global_scale);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t b = 0; b < blocks; ++b) {
+            ASSERT_EQ(act.scale[r * blocks + b], e4m3_to_f32(ref.block_scales[r * blocks + b]))
+                << "m=" << m << " k=" << k << " row " << r << " block " << b;
+            int32_t sum = 0;
+            for (int64_t i = 0; i < 16; ++i) {
+              const int64_t c = b * 16 + i;
+              const int want = static_cast<int>(2.0f * e2m1_to_f32(ref.codes[r * ref.cols + c]));
+              ASSERT_EQ(act.q[(r * blocks + b) * 16 + i], want) << "row " << r << " col " << c;
+              sum += want;
+            }
+            EXPECT_EQ(act.comp[r * blocks + b], -12 * sum);
+          }
+      }
+    }
+  }
+}
+
+TEST(KernelsFloat, Nvfp4GemmIsBitExactAgainstReference) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+  struct Shape { int64_t n, k; };
+  for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}}) {
+    const StoredNvfp4 w = make_nvfp4(s.n, s.k, 100 + s.n);
+    const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), w.rows, w.row_bytes,
+                                                    w.scales.data(), s.n, w.global);
+    ASSERT_TRUE(packed.fast_ok);
+    const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 5, 0.1f);
+    const std::vector<float> pqs = random_floats(static_cast<size_t>(s.k), 6, 1.0f);
+    for (int64_t m : kRows) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 300 + m, 1.0f);
+      for (int variant = 0; variant < 3; ++variant) {
+        const std::optional<float> input = variant == 1 ? std::optional<float>(0.002f) : std::nullopt;
+        const float* p = variant == 2 ? pqs.data() : nullptr;
+        const float* b = variant == 0 ? nullptr : bias.data();
+        std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size(), -1.0f);
+        kernels::ref::nvfp4_w4a4(x.data(), m, s.k, w.view(), s.n, input, p, b, want.data());
+        x86::Nvfp4Activation act;
+        x86::nvfp4_quantize_avx512(x.data(), m, s.k, packed.blocks, p, input, act);
+        x86::nvfp4_gemm_avx512(act, packed, b, got.data());
+        SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant " << variant);
+        expect_bits_equal(want, got, "nvfp4");
+      }
+    }
+  }
+}
+
+TEST(KernelsFloat, Nvfp4BlockDotIsExactForExtremeCodes) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+  // Every weight code ±6 with scale 448 and activations that quantize to ±6:
+  // the largest block dot (16·12·12 = 2304 doubled) must come out exactly.
+  const int64_t n = 16, k = 32;
+  StoredNvfp4 w;
+  w.rows = 16;
+  w.row_bytes = 16;
+  w.codes.assign(16 * 16, 0x7F);  // +6, -6 alternating (0x7 / 0xF)
+  std::vector<uint8_t> linear(16 * 2, 0x7E);  // 448
+  w.scales = swizzle_scales(linear.data(), 16, 2);
+  w.global = 1.0f;
+  std::vector<float> x(2 * k);
+  for (int64_t i = 0; i < 2 * k; ++i) x[i] = (i % 2 == 0) ? 3.0f : -3.0f;
+  const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), 16, 16, w.scales.data(), n, 1.0f);
+  std::vector<float> want(2 * n), got(2 * n);
+  kernels::ref::nvfp4_w4a4(x.data(), 2, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
+  x86::Nvfp4Activation act;
+  x86::nvfp4_quantize_avx512(x.data(), 2, k, packed.blocks, nullptr, std::nullopt, act);
+  x86::nvfp4_gemm_avx512(act, packed, nullptr, got.data());
+  // x codes +6/-6 with g = 3/2688, S = 448 (worked example of §3.2): block dot
+  // of (6)(6) + (-6)(-6) ... = 16·36 per block, two blocks; y = g·1·448²·1152.
+  const float expected = (3.0f / 2688.0f) * 1.0f * (448.0f * 448.0f * 1152.0f);
+  EXPECT_FLOAT_EQ(want[0], expected);
+  expect_bits_equal(want, got, "extreme codes");
+}
+
+TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
+  std::vector<uint8_t> codes(16 * 8, 0x11), linear(16, 0x38);
+  linear[3] = 0x7F;
+  const std::vector<uint8_t> scales = swizzle_scales(linear.data(), 16, 1);
+  EXPECT_FALSE(x86::nvfp4_pack(codes.data(), 16, 8, scales.data(), 16, 1.0f).fast_ok);
+  linear[3] = 0xB8;  // negative scale: decodable, stays fast
+  const std::vector<uint8_t> neg = swizzle_scales(linear.data(), 16, 1);
+  EXPECT_TRUE(x86::nvfp4_pack(codes.data(), 16, 8, neg.data(), 16, 1.0f).fast_ok);
+}
+
+// The bf16 activation preparation yields exactly the reference quantizer's values.
+TEST(KernelsFloat, Bf16PreparationMatchesReferenceQuantizers) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+  for (int64_t k : {1, 31, 64, 70}) {
+    const int64_t m = 5;
+    std::vector<float> x = random_floats(static_cast<size_t>(m * k), 40 + k, 30.0f);
+    x[0] = 1e6f;      // saturates
+    if (k > 2) x[1] = 1e-9f;  // FP8 subnormal / underflow
+    const int64_t steps = (k + 31) / 32 * 16;
+    std::vector<uint32_t> out(static_cast<size_t>(m * steps));
+    auto value = [&](int64_t r, int64_t c) {
+      const uint32_t word = out[r * steps + c / 2];
+      return bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? word & 0xFFFF : word >> 16));
+    };
+    for (DType dt : {DType::F8_E4M3, DType::F8_E5M2}) {
+      const float scale = 0.37f;
+      std::vector<uint8_t> q(x.size());
+      quant::quantize_fp8(x.data(), m * k, scale, dt, q.data());
+      x86::prepare_bf16_avx512(x.data(), m, k, steps, dt == DType::F8_E4M3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2,
+                               1.0f / scale, out.data());
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < 2 * steps; ++c) {
+          const float want = c < k ? (dt == DType::F8_E4M3 ? e4m3_to_f32(q[r * k + c]) : e5m2_to_f32(q[r * k + c])) : 0.0f;
+          ASSERT_EQ(value(r, c), want) << dtype_name(dt) << " k=" << k << " (" << r << ", " << c << ")";
+        }
+    }
+    const quant::Mxfp8Blocks mx = quant::quantize_mxfp8(x.data(), m, k);
+    x86::prepare_bf16_avx512(x.data(), m, k, steps, x86::ActPrep::mxfp8, 1.0f, out.data());
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < 2 * steps; ++c) {
+        const float want = e4m3_to_f32(mx.codes[r * mx.cols + c]) * e8m0_to_f32(mx.exponents[r * (mx.cols / 32) + c / 32]);
+        ASSERT_EQ(value(r, c), want) << "mxfp8 k=" << k << " (" << r << ", " << c << ")";
+      }
+  }
+}
+
+// Error bound of an fp32 sum of n terms in any order: n·2^-24·Σ|term| (plus
+// the final alpha/bias roundings).
+TEST(KernelsFloat, FloatGemmMatchesReferenceWithinSummationError) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+  struct Shape { int64_t n, k; };
+  for (auto type : {x86::GemmType::bf16, x86::GemmType::f32}) {
+    for (Shape s : {Shape{16, 64}, Shape{37, 70}, Shape{50, 3}, Shape{49, 600}}) {
+      std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 9 + s.k, 0.1f);
+      if (type == x86::GemmType::bf16)
+        for (float& v : w) v = round_to(DType::BF16, v);
+      const x86::FloatPanels panels = x86::pack_panels(w.data(), s.n, s.k, type);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3, 0.5f);
+      for (int64_t m : kRows) {
+        std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 77 + m, 1.0f);
+        if (type == x86::GemmType::bf16)
+          for (float& v : x) v = round_to(DType::BF16, v);
+        std::vector<uint32_t> a;
+        const uint32_t* ap = reinterpret_cast<const uint32_t*>(x.data());
+        if (type == x86::GemmType::bf16) {
+          a.resize(static_cast<size_t>(m * panels.steps));
+          x86::prepare_bf16_avx512(x.data(), m, s.k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+          ap = a.data();
+        }
+        const float alpha = 0.75f;
+        std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size());
+        kernels::ref::linear_f32(x.data(), m, s.k, w.data(), s.n, nullptr, want.data());
+        x86::float_gemm_avx512(ap, m, panels, alpha, bias.data(), got.data());
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            double mag = 0;
+            for (int64_t i = 0; i < s.k; ++i) mag += std::fabs(double(x[r * s.k + i]) * w[c * s.k + i]);
+            const double expect = double(want[r * s.n + c]) * alpha + bias[c];
+            const double tol = (2.0 * s.k + 4) * 0x1p-24 * (mag * alpha + std::fabs(bias[c])) + 1e-30;
+            ASSERT_NEAR(got[r * s.n + c], expect, tol) << "m=" << m << " n=" << s.n << " k=" << s.k;
+          }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixq
