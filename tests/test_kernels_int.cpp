@@ -74,11 +74,16 @@ void check_case(const Case& c, uint64_t seed) {
   auto ref = make_int_kernel_ref(d);
   const auto want = run_kernel(*ref, x, c.m, c.n);
   for (float v : want) ASSERT_TRUE(std::isfinite(v));
-  for (Isa isa : {Isa::avx2, Isa::avx512}) {
-    if (isa > best_isa()) continue;
-    std::unique_ptr<IntKernel> fast =
-        isa == Isa::avx512 ? make_int_kernel_avx512(d) : make_int_kernel_avx2(d);
-    if (!fast) continue;
+  // Every fast path this CPU can run: AVX-512 VNNI, AVX2 (+AVX-VNNI when the
+  // CPU has it), and AVX2 without VNNI (vpmaddubsw emulation).
+  std::vector<std::unique_ptr<IntKernel>> fast_kernels;
+  if (best_isa() >= Isa::avx512) fast_kernels.push_back(make_int_kernel_avx512(d));
+  if (best_isa() >= Isa::avx2) {
+    fast_kernels.push_back(make_int_kernel_avx2(d));
+    fast_kernels.push_back(make_int_kernel_avx2_novnni(d));
+  }
+  for (auto& fast : fast_kernels) {
+    ASSERT_TRUE(fast);
     const auto got = run_kernel(*fast, x, c.m, c.n);
     for (size_t i = 0; i < got.size(); ++i) {
       uint32_t a, b;
@@ -129,6 +134,28 @@ TEST(IntKernels, SingleThreadAndManyThreadsAgree) {
   mixq::set_num_threads(0);
 }
 
+TEST(IntKernels, DispatchFollowsTheActiveIsa) {
+  std::vector<int8_t> w(16 * 32, 1);
+  std::vector<float> s(16, 0.5f);
+  IntLayerDesc d;
+  d.n = 16;
+  d.k = 32;
+  d.weight = w.data();
+  d.weight_scale = s.data();
+  EXPECT_EQ(make_int_kernel(d, true)->name(), "ref");
+  set_isa(Isa::reference);
+  EXPECT_EQ(make_int_kernel(d, false)->name(), "ref");
+  if (best_isa() >= Isa::avx2) {
+    set_isa(Isa::avx2);
+    EXPECT_EQ(make_int_kernel(d, false)->name().substr(0, 4), "avx2");
+  }
+  if (best_isa() >= Isa::avx512) {
+    set_isa(Isa::avx512);
+    EXPECT_EQ(make_int_kernel(d, false)->name(), "avx512_vnni");
+  }
+  set_isa(best_isa());
+}
+
 TEST(IntKernels, RejectsBadDescriptions) {
   std::vector<int8_t> w(64);
   std::vector<float> s(4, 1.0f);
@@ -158,6 +185,11 @@ TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
       std::vector<float> scalar = x;
       hadamard_row_scalar(scalar.data(), k, g);
       EXPECT_EQ(0, std::memcmp(scalar.data(), want.data(), x.size() * 4)) << "scalar g=" << g;
+      if (best_isa() >= Isa::avx2) {
+        std::vector<float> fast = x;
+        hadamard_row_avx2(fast.data(), k, g);
+        EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx2 g=" << g << " k=" << k;
+      }
       if (best_isa() >= Isa::avx512) {
         std::vector<float> fast = x;
         hadamard_row_avx512(fast.data(), k, g);

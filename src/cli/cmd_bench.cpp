@@ -1,13 +1,186 @@
-// mixq bench: placeholder until its issue lands; fails loudly rather than pretending.
+// mixq bench [--format F[:key=value,..] ..] [--shape MxKxN ..] [--threads N] [--kernel auto|ref] [--json]
+// For every format of the table that can quantize (or those named), quantizes
+// random weights, builds the layer's Linear and times forward. Prints time,
+// GOPS (2·M·N·K per call), weight bytes streamed per second, and fractions of
+// this machine's limits. The limits are the constants measured in
+// shared/spec/machine.md (2 vCPUs of a Zen 5 host); for same-run calibrated
+// ratios use `make bench` (bench/), see BENCHMARKS.md. Generic over
+// all_formats(): no per-format code.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "linear/synthetic_layer.hpp"
 #include "mixq/error.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
 
 namespace mixq::cli {
+namespace {
+
+// spec/machine.md §0 (per thread; 2 threads scale ~linearly).
+constexpr double kInt8PeakGopsPerThread = 882;
+constexpr double kBf16PeakGflopsPerThread = 438;
+constexpr double kReadGbsPerThread = 40;
+
+struct Options {
+  std::vector<std::string> formats;
+  std::vector<std::string> shapes;
+  std::string kernel = "auto";
+  int threads = 0;
+  bool json = false;
+};
+
+struct Shape3 {
+  int64_t m, k, n;
+};
+
+Shape3 parse_shape(const std::string& s) {
+  Shape3 out{};
+  char x1 = 0, x2 = 0;
+  int consumed = 0;
+  if (std::sscanf(s.c_str(), "%ld%c%ld%c%ld%n", &out.m, &x1, &out.k, &x2, &out.n, &consumed) != 5 ||
+      x1 != 'x' || x2 != 'x' || consumed != static_cast<int>(s.size()) || out.m <= 0 || out.k <= 0 ||
+      out.n <= 0 || out.m * out.k > (int64_t(1) << 31) || out.n * out.k > (int64_t(1) << 31))
+    throw UsageError(fmt::format("--shape '{}': expected MxKxN with positive sizes (e.g. 4096x3072x3072)", s));
+  return out;
+}
+
+// "name" or "name:key=value,key=value"; values parse as JSON when they can
+// (true, 64) and are strings otherwise (int8).
+std::pair<const FormatTraits*, nlohmann::json> parse_format(const std::string& spec) {
+  const auto colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const FormatTraits* f = name == "unquantized" ? &unquantized_format() : find_format(name);
+  if (!f) throw UsageError(fmt::format("--format '{}': unknown format", name));
+  nlohmann::json params = nlohmann::json::object();
+  if (colon != std::string::npos) {
+    std::string rest = spec.substr(colon + 1);
+    size_t pos = 0;
+    while (pos <= rest.size()) {
+      const size_t comma = std::min(rest.find(',', pos), rest.size());
+      const std::string item = rest.substr(pos, comma - pos);
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError(fmt::format("--format '{}': expected key=value, found '{}'", spec, item));
+      const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
+      params[key] = v.is_discarded() ? nlohmann::json(value) : v;
+      pos = comma + 1;
+    }
+  }
+  return {f, params};
+}
+
+double seconds_per_call(const Linear& linear, const float* x, int64_t m, float* y) {
+  using clock = std::chrono::steady_clock;
+  linear.forward(x, m, y);  // warm-up (first touch, caches)
+  std::vector<double> reps;
+  const auto start = clock::now();
+  while (reps.size() < 3 || (std::chrono::duration<double>(clock::now() - start).count() < 0.5 && reps.size() < 1000)) {
+    const auto t0 = clock::now();
+    linear.forward(x, m, y);
+    reps.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+  }
+  std::sort(reps.begin(), reps.end());
+  return reps[reps.size() / 2];
+}
+
+void run(const Options& o) {
+  if (o.threads > 0) set_num_threads(o.threads);
+  const int threads = num_threads();
+  std::vector<std::pair<const FormatTraits*, nlohmann::json>> formats;
+  if (o.formats.empty()) {
+    for (const FormatTraits* f : all_formats())
+      if (f->quantize) formats.emplace_back(f, nlohmann::json::object());
+  } else {
+    for (const std::string& s : o.formats) formats.push_back(parse_format(s));
+  }
+  std::vector<Shape3> shapes;
+  for (const std::string& s : o.shapes) shapes.push_back(parse_shape(s));
+  if (shapes.empty()) shapes = {{1, 3072, 3072}, {4096, 3072, 3072}};
+
+  const double int8_peak = kInt8PeakGopsPerThread * threads;
+  const double bf16_peak = kBf16PeakGflopsPerThread * threads;
+  const double read_bw = kReadGbsPerThread * threads;
+  nlohmann::json results = nlohmann::json::array();
+  if (!o.json)
+    std::cout << fmt::format("{:<34} {:>16} {:<12} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7}\n", "format",
+                             "MxKxN", "kernel", "time", "GOPS", "w GB/s", "%int8", "%bf16", "%read");
+  for (const auto& [format, params] : formats) {
+    for (const Shape3& s : shapes) {
+      nlohmann::json r = {{"format", format->name}, {"params", params}, {"m", s.m}, {"k", s.k},
+                          {"n", s.n}, {"threads", threads}};
+      std::string label = std::string(format->name);
+      if (!params.empty()) label += ":" + params.dump();
+      try {
+        auto layer = linear::make_random_layer(*format, params, s.n, s.k, 42);
+        LinearOptions lo;
+        lo.kernel = o.kernel == "ref" ? KernelChoice::reference : KernelChoice::automatic;
+        auto lin = Linear::create(layer->layer, lo);
+        std::vector<float> x(static_cast<size_t>(s.m * lin->in_features()));
+        std::mt19937 rng(3);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        for (float& v : x) v = nd(rng);
+        std::vector<float> y(static_cast<size_t>(s.m * s.n));
+        const double t = seconds_per_call(*lin, x.data(), s.m, y.data());
+        const double gops = 2.0 * s.m * s.n * s.k / t / 1e9;
+        const double wbytes = static_cast<double>(layer->layer.bytes());
+        r["kernel"] = lin->kernel_name();
+        r["seconds"] = t;
+        r["gops"] = gops;
+        r["weight_bytes"] = wbytes;
+        r["weight_gbs"] = wbytes / t / 1e9;
+        r["fraction_int8_peak"] = gops / int8_peak;
+        r["fraction_bf16_peak"] = gops / bf16_peak;
+        r["fraction_read_bandwidth"] = wbytes / t / 1e9 / read_bw;
+        r["error"] = nullptr;
+        if (!o.json)
+          std::cout << fmt::format("{:<34} {:>16} {:<12} {:>8.3f}ms {:>9.1f} {:>9.1f} {:>6.1f}% {:>6.1f}% {:>6.1f}%\n",
+                                   label, fmt::format("{}x{}x{}", s.m, s.k, s.n), lin->kernel_name(),
+                                   t * 1e3, gops, wbytes / t / 1e9, 100 * gops / int8_peak,
+                                   100 * gops / bf16_peak, 100 * wbytes / t / 1e9 / read_bw);
+      } catch (const Error& e) {
+        r["error"] = e.what();
+        if (!o.json)
+          std::cout << fmt::format("{:<34} {:>16} not run: {}\n", label,
+                                   fmt::format("{}x{}x{}", s.m, s.k, s.n), e.what());
+      }
+      results.push_back(r);
+    }
+  }
+  if (o.json) {
+    nlohmann::json out = {{"threads", threads},
+                          {"limits", {{"int8_peak_gops", int8_peak},
+                                      {"bf16_peak_gflops", bf16_peak},
+                                      {"read_bandwidth_gbs", read_bw},
+                                      {"source", "shared/spec/machine.md (constants, not measured now)"}}},
+                          {"results", results}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format(
+        "limits ({} threads, spec/machine.md constants): int8 {:.0f} GOPS, bf16 {:.0f} GFLOPS, "
+        "read {:.0f} GB/s; `make bench` measures them in the same run\n",
+        threads, int8_peak, bf16_peak, read_bw);
+  }
+}
+
+}  // namespace
 
 void add_bench(CLI::App& root) {
-  auto* cmd = root.add_subcommand("bench", "(not built yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("'bench' is not implemented yet"); });
+  auto* cmd = root.add_subcommand("bench", "Time the fast kernels per format and shape");
+  static Options o;
+  cmd->add_option("--format", o.formats, "format[:key=value,..] (default: every format that can quantize)");
+  cmd->add_option("--shape", o.shapes, "MxKxN (default: 1x3072x3072 and 4096x3072x3072)");
+  cmd->add_option("--threads", o.threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kernel", o.kernel, "auto (default) or ref")->check(CLI::IsMember({"auto", "ref"}));
+  cmd->add_flag("--json", o.json, "print one JSON object");
+  cmd->callback([] { run(o); });
 }
 
 }  // namespace mixq::cli

@@ -49,7 +49,8 @@ void check_int_desc(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
 // Fast kernels; null when this build or CPU cannot run them.
 std::unique_ptr<IntKernel> make_int_kernel_avx512(const IntLayerDesc& desc);
-std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);
+std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);  // AVX-VNNI when present
+std::unique_ptr<IntKernel> make_int_kernel_avx2_novnni(const IntLayerDesc& desc);  // tests
 // The kernel for the active ISA (kernels::active_isa()), or the reference.
 std::unique_ptr<IntKernel> make_int_kernel(const IntLayerDesc& desc, bool reference);
 

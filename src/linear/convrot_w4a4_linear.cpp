@@ -11,6 +11,7 @@
 namespace mixq::linear {
 
 std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOptions& options) {
+  if (wants_full_precision(layer)) return make_dequantized_linear(layer);
   const int64_t n = layer.out_features, k = layer.in_features;
   const TensorView& w = layer.tensor("weight");
   if (w.dtype != DType::I8 && w.dtype != DType::U8)

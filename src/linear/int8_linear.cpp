@@ -11,6 +11,7 @@
 namespace mixq::linear {
 
 std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& options) {
+  if (wants_full_precision(layer)) return make_dequantized_linear(layer);
   const int64_t n = layer.out_features, k = layer.in_features;
   const TensorView& w = layer.tensor("weight");
   if (w.dtype != DType::I8 || w.rank() != 2 || w.shape[0] != n || w.shape[1] != k ||

@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/parallel.hpp"
 #include "mixq/error.hpp"
+#include "mixq/format.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::linear {
@@ -25,6 +27,45 @@ std::vector<float> read_bias(const Layer& layer, int64_t n) {
     fail("layer '{}': bias '{}' has {} values, expected {} (out_features)", layer.prefix, t->name,
          b.size(), n);
   return b;
+}
+
+bool wants_full_precision(const Layer& layer) {
+  auto it = layer.params.find("full_precision_matrix_mult");
+  return it != layer.params.end() && it->is_boolean() && it->get<bool>();
+}
+
+namespace {
+
+class DequantizedLinear final : public Linear {
+ public:
+  DequantizedLinear(int64_t k, int64_t n, std::vector<float> w, std::vector<float> b)
+      : Linear(k, n), w_(std::move(w)), b_(std::move(b)) {}
+  void forward(const float* x, int64_t m, float* y) const override {
+    const int64_t k = in_features(), n = out_features();
+    kernels::parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          float acc = 0.0f;
+          for (int64_t i = 0; i < k; ++i) acc += x[r * k + i] * w_[static_cast<size_t>(c * k + i)];
+          y[r * n + c] = b_.empty() ? acc : acc + b_[static_cast<size_t>(c)];
+        }
+    });
+  }
+  std::string_view kernel_name() const override { return "ref_f32"; }
+
+ private:
+  std::vector<float> w_, b_;
+};
+
+}  // namespace
+
+std::unique_ptr<Linear> make_dequantized_linear(const Layer& layer) {
+  const int64_t n = layer.out_features, k = layer.in_features;
+  if (!layer.format || !layer.format->dequantize)
+    fail("layer '{}': format cannot dequantize for full_precision_matrix_mult", layer.prefix);
+  std::vector<float> w(static_cast<size_t>(n * k));
+  layer.format->dequantize(layer, Basis::original, w.data());
+  return std::make_unique<DequantizedLinear>(k, n, std::move(w), read_bias(layer, n));
 }
 
 int64_t convrot_group(const Layer& layer, bool always_rotated) {

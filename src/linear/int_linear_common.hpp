@@ -27,6 +27,13 @@ class IntLinear final : public Linear {
 std::vector<float> read_weight_scale(const Layer& layer, int64_t n);
 // bias as f32 [n], empty when the layer has none.
 std::vector<float> read_bias(const Layer& layer, int64_t n);
+// True when the marker asks for full_precision_matrix_mult (ComfyUI then
+// dequantizes the weight and runs a float matmul instead of the int GEMM).
+bool wants_full_precision(const Layer& layer);
+// y = x·Wᵀ + b in fp32 with W = format->dequantize(original basis); plain
+// loops, parallel over tokens (kernel name "ref_f32").
+std::unique_ptr<Linear> make_dequantized_linear(const Layer& layer);
+
 // ConvRot group size when the marker enables it, else 0.
 int64_t convrot_group(const Layer& layer, bool always_rotated);
 

@@ -1,0 +1,147 @@
+// Side-by-side: our integer Linears (INT8+ConvRot, ConvRot W4A4 with int4 and
+// int8 activations) against oneDNN's u8·s8→f32 matmul on the same shapes, and
+// against this machine's VNNI peak and read bandwidth measured in the same
+// run. Our times INCLUDE the ConvRot rotation and the per-token activation
+// quantization; oneDNN gets ready u8 activations.
+//   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
+//   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
+//   weights cycled through >= 512 MiB of copies so they come from DRAM).
+// Usage: bench_linear_int [--quick]   (--quick: fewer, shorter repetitions)
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "linear/synthetic_layer.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
+#include "support/calibrate.hpp"
+#include "support/onednn.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+
+struct Ours {
+  const char* label;
+  const char* format;
+  nlohmann::json params;
+};
+
+const Ours kOurs[] = {
+    {"int8+convrot(G=256)", "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}}},
+    {"w4a4 int4", "convrot_w4a4", {{"convrot_groupsize", 256}}},
+    {"w4a4 int8-act", "convrot_w4a4", {{"convrot_groupsize", 256}, {"linear_dtype", "int8"}}},
+};
+
+std::vector<float> random_x(int64_t m, int64_t k) {
+  std::vector<float> x(static_cast<size_t>(m * k));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// Linears over `copies` separate repacked copies of one quantized layer.
+struct OurLayers {
+  std::unique_ptr<mixq::linear::SyntheticLayer> source;
+  std::vector<std::unique_ptr<mixq::Linear>> copies;
+  double weight_bytes = 0;  // bytes the checkpoint stores for the weight + scales
+  size_t next = 0;
+  const mixq::Linear& take() {
+    const mixq::Linear& l = *copies[next];
+    next = (next + 1) % copies.size();
+    return l;
+  }
+};
+
+OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
+  OurLayers out;
+  out.source = mixq::linear::make_random_layer(*mixq::find_format(o.format), o.params, n, k, 1, true);
+  out.weight_bytes = static_cast<double>(out.source->layer.bytes());
+  for (int c = 0; c < copies; ++c) out.copies.push_back(mixq::Linear::create(out.source->layer));
+  return out;
+}
+
+int copies_for(double bytes) { return std::max(1, static_cast<int>(512.0 * 1024 * 1024 / bytes) + 1); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const double min_s = quick ? 0.05 : 0.15;
+  const int reps = quick ? 3 : 7;
+  if (!has_avx512_vnni_bf16()) {
+    std::printf("bench_linear_int: this CPU has no AVX-512 VNNI/BF16; nothing to compare\n");
+    return 0;
+  }
+  std::printf("# calibration (same run)\n");
+  const Rate peak1 = int8_vnni_peak_gops(1), peak2 = int8_vnni_peak_gops(2);
+  const Rate bw2 = read_bandwidth_gbs(2);
+  std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n",
+              peak1.best, peak1.median, peak2.best, peak2.median);
+  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams: %.1f GB/s (median %.1f)\n\n", bw2.best,
+              bw2.median);
+
+  // ---- compute-bound: M = 4096, K = N = 3072 --------------------------------
+  const int64_t M = 4096, K = 3072, N = 3072;
+  const double ops = 2.0 * M * N * K;
+  const auto x = random_x(M, K);
+  std::vector<float> y(static_cast<size_t>(M * N));
+  std::printf("# M=%ld K=%ld N=%ld (GOPS = 2MNK/t, median of %d repetitions)\n", M, K, N, reps);
+  std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "GOPS", "ms", "vs oneDNN", "of peak");
+  double ours_t[3][3] = {};
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    OnednnMatmul dnnl(OnednnType::u8s8_f32, M, K, N);
+    const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
+    const double dnnl_gops = ops / td.median / 1e9;
+    const double peak = threads == 1 ? peak1.median : peak2.median;
+    std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", "oneDNN u8s8->f32", threads, dnnl_gops,
+                td.median * 1e3, "1.00x", 100 * dnnl_gops / peak, dnnl.impl());
+    for (int i = 0; i < 3; ++i) {
+      OurLayers ours = make_ours(kOurs[i], K, N, 1);
+      const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
+      ours_t[i][threads] = t.median;
+      const double gops = ops / t.median / 1e9;
+      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", kOurs[i].label, threads, gops,
+                  t.median * 1e3, ratio(gops, dnnl_gops).c_str(), 100 * gops / peak,
+                  std::string(ours.copies[0]->kernel_name()).c_str());
+    }
+  }
+  std::printf("thread scaling 1->2 at M=4096:");
+  for (int i = 0; i < 3; ++i)
+    std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
+  std::printf("\n\n");
+
+  // ---- memory-bound: M = 1 ------------------------------------------------------
+  set_threads(2);
+  std::printf("# M=1, 2 threads, weights from DRAM (copies cycled); fraction of the read bandwidth above\n");
+  std::printf("%-22s %16s %10s %10s %10s %10s\n", "kernel", "KxN", "us", "w GB/s", "of read bw", "GOPS");
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
+    const auto x1 = random_x(1, k);
+    std::vector<float> y1(static_cast<size_t>(n));
+    {
+      const int copies = copies_for(static_cast<double>(k * n));
+      OnednnMatmul dnnl(OnednnType::u8s8_f32, 1, k, n, copies);
+      const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
+      const double gbs = dnnl.weight_bytes() / t.median / 1e9;
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f\n", "oneDNN u8s8->f32",
+                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
+                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9);
+    }
+    for (const Ours& o : kOurs) {
+      const double bytes = o.format == std::string("convrot_w4a4") ? k * n / 2.0 : double(k * n);
+      OurLayers ours = make_ours(o, k, n, copies_for(bytes));
+      const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
+      const double gbs = ours.weight_bytes / t.median / 1e9;
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f\n", o.label,
+                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
+                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9);
+    }
+  }
+  return 0;
+}
