@@ -1,0 +1,37 @@
+"""mixq: load, plan and run mixed-precision quantized diffusion checkpoints.
+
+Checkpoints follow the "Comfy" convention: each linear layer's quantization
+format is declared by a ``<prefix>.comfy_quant`` marker (or in the header's
+``_quantization_metadata``), and every layer may use a different format.
+
+>>> import mixq, numpy as np
+>>> ckpt = mixq.open("model.safetensors")         # headers only
+>>> ckpt.inspect()["formats"]                      # same data as `mixq inspect --json`
+>>> layer = ckpt.linear("blocks.0.mlp.fc1")
+>>> y = layer.forward(np.ones((4, layer.in_features), np.float32))
+
+Every rejection raises :class:`mixq.Error` (a ``ValueError``) with the message
+the ``mixq`` command prints.
+"""
+from ._mixq import (
+    Checkpoint,
+    Error,
+    Linear,
+    num_threads,
+    open,
+    quantize,
+    save_file,
+    set_num_threads,
+)
+
+__all__ = [
+    "Checkpoint",
+    "Error",
+    "Linear",
+    "num_threads",
+    "open",
+    "quantize",
+    "save_file",
+    "set_num_threads",
+]
+__version__ = "0.1.0"

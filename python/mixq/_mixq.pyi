@@ -1,0 +1,93 @@
+# Type stubs of the nanobind extension `mixq._mixq` (re-exported by `mixq`).
+# python/tests/test_stubs.py checks that these names match the module.
+import os
+from typing import Any, Literal, Optional, Protocol, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+_Path = Union[str, os.PathLike[str]]
+_Paths = Union[_Path, Sequence[_Path]]
+
+class _DLPack(Protocol):
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+# float32 (used in place when C-contiguous), float16, bfloat16 or float64,
+# as a NumPy array or any CPU object with __dlpack__ (e.g. a torch.Tensor).
+_Activation = Union[npt.NDArray[Any], _DLPack]
+
+class Error(ValueError):
+    """Every input mixq rejects: the message names the file, tensor or layer."""
+
+class Checkpoint:
+    """An opened checkpoint (memory-mapped; tensor data is read on use)."""
+
+    @property
+    def paths(self) -> list[str]: ...
+    def inspect(self) -> dict[str, Any]:
+        """The data of `mixq inspect --json`: files, layers, other_tensors, formats, warnings."""
+    def plan(self, profile: str = "comfyui", tp: int = 1) -> dict[str, Any]:
+        """The data of `mixq plan --json`; raises Error when the profile rejects it."""
+    def linear(self, prefix: str, kernel: Literal["auto", "ref"] = "auto") -> Linear:
+        """The runtime linear of one layer."""
+    def prefixes(self) -> list[str]:
+        """The prefix of every linear layer, sorted."""
+
+class Linear:
+    """One layer's quantized linear, y = x·Wᵀ + b."""
+
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def in_features(self) -> int: ...
+    @property
+    def out_features(self) -> int: ...
+    @property
+    def format(self) -> Optional[str]:
+        """The marker's format name; None for an unquantized layer."""
+    @property
+    def params(self) -> dict[str, Any]:
+        """The marker's parameters with the format's defaults applied."""
+    @property
+    def method(self) -> str:
+        """The method that runs the layer, e.g. 'int8_convrot'."""
+    @property
+    def kernel(self) -> str:
+        """The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ..."""
+    def forward(
+        self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
+    ) -> npt.NDArray[np.float32]:
+        """y = x·Wᵀ + b for x [..., in_features]; float32 [..., out_features]."""
+    def _time_forward(self, x: _Activation, iterations: int) -> float:
+        """Benchmark helper: seconds per C++ forward call, without Python."""
+    def __call__(
+        self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
+    ) -> npt.NDArray[np.float32]: ...
+    def dequantize(
+        self, basis: Literal["original", "stored"] = "original"
+    ) -> npt.NDArray[np.float32]:
+        """The weight as float32 [out_features, in_features]."""
+
+def open(path: _Paths) -> Checkpoint:
+    """Opens a .safetensors file, an index.json, a folder of shards, or a list of shards."""
+
+def quantize(
+    source: _Paths,
+    out: _Path,
+    *,
+    rules: Optional[Sequence[str]] = None,
+    recipe: Union[_Path, dict[str, Any], None] = None,
+    markers: Literal["tensor", "header", "both"] = "tensor",
+    shard_size: Union[int, str, None] = None,
+) -> dict[str, Any]:
+    """Quantizes a float checkpoint into a Comfy checkpoint, like `mixq quantize`."""
+
+def save_file(
+    path: _Path, tensors: dict[str, Union[npt.NDArray[Any], _DLPack]], metadata: dict[str, str] = ...
+) -> None:
+    """Writes {name: array} as one safetensors file, atomically."""
+
+def set_num_threads(threads: int) -> None:
+    """Threads used by every Linear; 0 = all cores."""
+
+def num_threads() -> int: ...

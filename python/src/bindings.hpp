@@ -1,0 +1,60 @@
+#pragma once
+// Shared declarations of the `mixq._mixq` extension. Each bind_* function adds
+// one concept to the module; module.cpp calls them in order.
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nlohmann/json.hpp>
+
+#include "mixq/checkpoint.hpp"
+#include "mixq/layer.hpp"
+#include "mixq/linear.hpp"
+#include "mixq/marker.hpp"
+
+namespace mixq::py {
+
+namespace nb = nanobind;
+
+// One opened checkpoint, shared by the Python Checkpoint object and every
+// Linear made from it: a Linear holds a shared_ptr, so the mapping outlives
+// the Python Checkpoint (the Python-side keep_alive is then only a courtesy).
+struct CheckpointState {
+  explicit CheckpointState(Checkpoint c) : checkpoint(std::move(c)) {}
+  Checkpoint checkpoint;
+  std::vector<std::string> paths;  // as given to open()
+
+  // Markers and layers, built on first use (open() reads headers only).
+  // Thread-safe; throws mixq::Error for invalid markers.
+  const LayerSet& layers();
+
+ private:
+  std::mutex mutex_;
+  std::optional<MarkerSet> markers_;
+  std::optional<LayerSet> layers_;
+};
+
+// A layer's runtime linear as the Python Linear object.
+struct PyLinear {
+  std::shared_ptr<CheckpointState> owner;  // keeps the mapping alive
+  const Layer* layer = nullptr;            // inside owner->layers(), never moves
+  std::unique_ptr<Linear> linear;
+};
+
+// Checkpoint.linear(prefix, kernel): finds the layer and builds its Linear
+// (GIL released while the weights are prepared).
+std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
+                                      const std::string& prefix, const std::string& kernel);
+
+// nlohmann::json -> Python objects (dict keeps the JSON object's key order).
+nb::object to_python(const nlohmann::json& value);
+
+void bind_checkpoint(nb::module_& m);
+void bind_linear(nb::module_& m);
+void bind_quantize(nb::module_& m);
+void bind_save(nb::module_& m);
+
+}  // namespace mixq::py

@@ -1,0 +1,153 @@
+// Reading activations from NumPy / DLPack objects (see input.hpp).
+#include "input.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/parallel.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::py {
+namespace {
+
+using nb::dlpack::dtype_code;
+
+std::string py_type_name(nb::handle h) {
+  return nb::cast<std::string>(nb::str(h.type().attr("__name__")));
+}
+
+std::string dtype_text(nb::dlpack::dtype t) {
+  const char* kind = "?";
+  switch (static_cast<dtype_code>(t.code)) {
+    case dtype_code::Int: kind = "int"; break;
+    case dtype_code::UInt: kind = "uint"; break;
+    case dtype_code::Float: kind = "float"; break;
+    case dtype_code::Bfloat: kind = "bfloat"; break;
+    case dtype_code::Complex: kind = "complex"; break;
+    case dtype_code::Bool: kind = "bool"; break;
+    default: return fmt::format("dlpack type code {} ({} bits)", t.code, t.bits);
+  }
+  return fmt::format("{}{}", kind, t.bits);
+}
+
+bool is(nb::dlpack::dtype t, dtype_code code, int bits) {
+  return t.code == static_cast<uint8_t>(code) && t.bits == bits && t.lanes == 1;
+}
+
+// Row-major contiguity, ignoring the strides of size-1 dimensions.
+template <class Array>
+bool c_contiguous(const Array& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+float load(const std::byte* p, nb::dlpack::dtype t) {
+  if (is(t, dtype_code::Float, 32)) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (is(t, dtype_code::Float, 64)) {
+    double v;
+    std::memcpy(&v, p, 8);
+    return static_cast<float>(v);
+  }
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return is(t, dtype_code::Float, 16) ? f16_to_f32(bits) : bf16_to_f32(bits);
+}
+
+}  // namespace
+
+Input read_input(nb::handle x, int64_t k, const std::string& where) {
+  Input in;
+  if (!nb::try_cast(x, in.array, /*convert=*/false))
+    fail("{}: x must be a NumPy array or a tensor with __dlpack__, got {}", where, py_type_name(x));
+  const nb::ndarray<nb::ro>& a = in.array;
+  if (a.device_type() != nb::device::cpu::value)
+    fail("{}: x must be in CPU memory (DLPack device type {}), move it with .cpu()", where,
+         a.device_type());
+  const auto t = a.dtype();
+  if (!is(t, dtype_code::Float, 32) && !is(t, dtype_code::Float, 16) &&
+      !is(t, dtype_code::Bfloat, 16) && !is(t, dtype_code::Float, 64))
+    fail("{}: x has dtype {}; expected float32, float16, bfloat16 or float64", where, dtype_text(t));
+  if (a.ndim() == 0) fail("{}: x is a scalar; expected shape [..., {}]", where, k);
+  in.cols = static_cast<int64_t>(a.shape(a.ndim() - 1));
+  if (in.cols != k) {
+    std::string shape;
+    for (size_t i = 0; i < a.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape(i));
+    fail("{}: x has shape [{}]; expected last dimension in_features = {}", where, shape, k);
+  }
+  in.rows = 1;
+  for (size_t i = 0; i + 1 < a.ndim(); ++i) {
+    in.leading.push_back(a.shape(i));
+    if (__builtin_mul_overflow(in.rows, static_cast<int64_t>(a.shape(i)), &in.rows))
+      fail("{}: x has too many rows", where);
+  }
+  int64_t total;
+  if (__builtin_mul_overflow(in.rows, in.cols, &total) || total > (int64_t{1} << 40))
+    fail("{}: x is too large ({} rows of {})", where, in.rows, in.cols);
+  in.zero_copy = is(t, dtype_code::Float, 32) && c_contiguous(a) &&
+                 reinterpret_cast<uintptr_t>(a.data()) % alignof(float) == 0;
+  return in;
+}
+
+const float* Input::prepare(const float* y, int64_t y_count) {
+  const auto* base = static_cast<const std::byte*>(array.data());
+  const int64_t count = rows * cols;
+  if (zero_copy) {
+    const auto* x = reinterpret_cast<const float*>(base);
+    const bool overlaps = x < y + y_count && y < x + count;  // out= aliases x
+    if (!overlaps) return x;
+  }
+  converted.resize(static_cast<size_t>(count));
+  const auto t = array.dtype();
+  const size_t item = array.itemsize();
+  const size_t nd = array.ndim();
+  const int64_t col_stride = array.stride(nd - 1);
+  kernels::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+                        [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      // Unravel the row index over the leading dimensions (row-major order).
+      int64_t offset = 0, rest = r;
+      for (size_t d = nd - 1; d-- > 0;) {
+        const int64_t extent = static_cast<int64_t>(array.shape(d));
+        offset += (rest % extent) * array.stride(d);
+        rest /= extent;
+      }
+      float* dst = converted.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c)
+        dst[c] = load(base + (offset + c * col_stride) * static_cast<int64_t>(item), t);
+    }
+  });
+  return converted.data();
+}
+
+float* output_pointer(nb::handle out, const std::vector<size_t>& shape, const std::string& where) {
+  std::string want;
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  nb::ndarray<> a;
+  if (!nb::try_cast(out, a, /*convert=*/false))
+    fail("{}: out must be a writable float32 array [{}], got {}", where, want, py_type_name(out));
+  if (a.device_type() != nb::device::cpu::value) fail("{}: out must be in CPU memory", where);
+  if (!is(a.dtype(), dtype_code::Float, 32))
+    fail("{}: out has dtype {}; expected float32", where, dtype_text(a.dtype()));
+  bool same = a.ndim() == shape.size();
+  for (size_t i = 0; same && i < shape.size(); ++i) same = a.shape(i) == shape[i];
+  if (!same) {
+    std::string got;
+    for (size_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+    fail("{}: out has shape [{}]; expected [{}]", where, got, want);
+  }
+  if (!c_contiguous(a) || reinterpret_cast<uintptr_t>(a.data()) % alignof(float) != 0)
+    fail("{}: out must be C-contiguous and aligned", where);
+  return static_cast<float*>(a.data());
+}
+
+}  // namespace mixq::py

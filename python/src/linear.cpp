@@ -1,0 +1,163 @@
+// Checkpoint.linear(prefix) -> Linear: forward (NumPy / DLPack in, float32
+// out) and dequantize. The GIL is released while mixq works.
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.hpp"
+#include "input.hpp"
+#include "mixq/error.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
+
+namespace mixq::py {
+
+std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
+                                      const std::string& prefix, const std::string& kernel) {
+  LinearOptions options;
+  if (kernel == "auto")
+    options.kernel = KernelChoice::automatic;
+  else if (kernel == "ref")
+    options.kernel = KernelChoice::reference;
+  else
+    fail("linear '{}': kernel must be 'auto' or 'ref', got '{}'", prefix, kernel);
+
+  auto result = std::make_shared<PyLinear>();
+  result->owner = owner;
+  nb::gil_scoped_release release;
+  const LayerSet& set = owner->layers();
+  for (const Layer& layer : set.layers)
+    if (layer.prefix == prefix) result->layer = &layer;
+  if (result->layer == nullptr) {
+    std::string known;
+    for (size_t i = 0; i < set.layers.size() && i < 5; ++i)
+      known += (i ? ", " : "") + set.layers[i].prefix;
+    fail("no linear layer '{}' in {} ({} layers{}{})", prefix,
+         owner->paths.size() == 1 ? owner->paths[0] : fmt::format("{} files", owner->paths.size()),
+         set.layers.size(), known.empty() ? "" : ", e.g. ", known);
+  }
+  result->linear = Linear::create(*result->layer, options);
+  return result;
+}
+
+namespace {
+
+// A new NumPy float32 array of `shape` whose memory is owned by the array.
+struct NewArray {
+  nb::object array;
+  float* data = nullptr;
+};
+NewArray new_float_array(const std::vector<size_t>& shape) {
+  size_t count = 1;
+  for (size_t d : shape) count *= d;
+  float* data = new float[count > 0 ? count : 1];
+  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+  nb::ndarray<nb::numpy, float> array(data, shape.size(), shape.data(), owner);
+  return {nb::cast(array, nb::rv_policy::reference), data};
+}
+
+nb::object forward(const PyLinear& self, nb::handle x, nb::handle out) {
+  const int64_t k = self.linear->in_features(), n = self.linear->out_features();
+  const std::string where = fmt::format("linear '{}' forward", self.layer->prefix);
+  Input input = read_input(x, k, where);
+
+  std::vector<size_t> out_shape = input.leading;
+  out_shape.push_back(static_cast<size_t>(n));
+  nb::object result;
+  float* y = nullptr;
+  if (out.is_none()) {
+    NewArray array = new_float_array(out_shape);
+    result = array.array;
+    y = array.data;
+  } else {
+    y = output_pointer(out, out_shape, where);
+    result = nb::borrow(out);
+  }
+  if (input.rows == 0) return result;
+
+  nb::gil_scoped_release release;
+  const float* xf = input.prepare(y, input.rows * n);
+  self.linear->forward(xf, input.rows, y);
+  return result;
+}
+
+// Seconds per call of the C++ Linear::forward alone (no Python in the loop):
+// the baseline of the Python call-overhead benchmark (python/bench/).
+double time_forward(const PyLinear& self, nb::handle x, int iterations) {
+  if (iterations < 1) fail("_time_forward: iterations must be >= 1");
+  Input input = read_input(x, self.linear->in_features(), "_time_forward");
+  std::vector<float> y(static_cast<size_t>(std::max<int64_t>(1, input.rows * self.linear->out_features())));
+  nb::gil_scoped_release release;
+  const float* xf = input.prepare(y.data(), static_cast<int64_t>(y.size()));
+  for (int i = 0; i < std::min(iterations, 100); ++i) self.linear->forward(xf, input.rows, y.data());
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) self.linear->forward(xf, input.rows, y.data());
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  return took.count() / iterations;
+}
+
+nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
+  Basis basis;
+  if (basis_name == "original")
+    basis = Basis::original;
+  else if (basis_name == "stored")
+    basis = Basis::stored;
+  else
+    fail("layer '{}': basis must be 'original' or 'stored', got '{}'", self.layer->prefix, basis_name);
+  const Layer& layer = *self.layer;
+  if (layer.format == nullptr || layer.format->dequantize == nullptr)
+    fail("layer '{}': its format cannot dequantize", layer.prefix);
+  NewArray array = new_float_array(
+      {static_cast<size_t>(layer.out_features), static_cast<size_t>(layer.in_features)});
+  nb::gil_scoped_release release;
+  layer.format->dequantize(layer, basis, array.data);
+  return array.array;
+}
+
+nb::object format_name(const PyLinear& self) {
+  const FormatTraits* f = self.layer->format;
+  if (f == nullptr || !f->from_marker) return nb::none();
+  return nb::str(f->name.data(), f->name.size());
+}
+
+}  // namespace
+
+void bind_linear(nb::module_& m) {
+  nb::class_<PyLinear>(m, "Linear", "One layer's quantized linear, y = x·Wᵀ + b.")
+      .def_prop_ro("prefix", [](const PyLinear& s) { return s.layer->prefix; })
+      .def_prop_ro("in_features", [](const PyLinear& s) { return s.linear->in_features(); })
+      .def_prop_ro("out_features", [](const PyLinear& s) { return s.linear->out_features(); })
+      .def_prop_ro("format", &format_name, "The marker's format name; None for an unquantized layer.")
+      .def_prop_ro("params", [](const PyLinear& s) { return to_python(s.layer->params); },
+                   "The marker's parameters with the format's defaults applied.")
+      .def_prop_ro("method", [](const PyLinear& s) {
+            const FormatTraits* f = s.layer->format;
+            return f && f->method ? f->method(*s.layer) : std::string();
+          }, "The method that runs the layer, e.g. 'int8_convrot'.")
+      .def_prop_ro("kernel", [](const PyLinear& s) { return std::string(s.linear->kernel_name()); },
+                   "The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ...")
+      .def("forward", &forward, nb::arg("x"), nb::arg("out") = nb::none(),
+           "y = x·Wᵀ + b for x [..., in_features] (NumPy array or CPU tensor with\n"
+           "__dlpack__; float32 is used without a copy when C-contiguous, float16,\n"
+           "bfloat16 and float64 are converted). Returns a float32 NumPy array\n"
+           "[..., out_features], or writes into `out` (float32, C-contiguous) and returns it.")
+      .def("__call__", &forward, nb::arg("x"), nb::arg("out") = nb::none())
+      .def("dequantize", &dequantize, nb::arg("basis") = "original",
+           "The weight as float32 [out_features, in_features]; basis='original' undoes\n"
+           "ConvRot rotations, 'stored' keeps the rotated basis.")
+      .def("_time_forward", &time_forward, nb::arg("x"), nb::arg("iterations"),
+           "Benchmark helper: seconds per C++ forward call, without Python.")
+      .def("__repr__", [](const PyLinear& s) {
+        const FormatTraits* f = s.layer->format;
+        return fmt::format("mixq.Linear('{}', {}, out_features={}, in_features={})", s.layer->prefix,
+                           f && f->from_marker ? std::string(f->name) : "unquantized",
+                           s.linear->out_features(), s.linear->in_features());
+      });
+}
+
+}  // namespace mixq::py

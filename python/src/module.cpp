@@ -1,0 +1,23 @@
+// The `mixq._mixq` extension module: mixq.Error, threads, and the bindings of
+// bindings.hpp. The pure-Python package (python/mixq/__init__.py) re-exports it.
+#include "bindings.hpp"
+#include "mixq/error.hpp"
+#include "mixq/linear.hpp"
+
+NB_MODULE(_mixq, m) {
+  namespace nb = nanobind;
+  m.doc() = "mixq: mixed-precision quantized (Comfy convention) checkpoints on CPUs";
+
+  // Every mixq::Error (and UsageError) becomes mixq.Error with the same
+  // message the CLI prints after "mixq: error: ".
+  nb::exception<mixq::Error>(m, "Error", PyExc_ValueError);
+
+  m.def("set_num_threads", &mixq::set_num_threads, nb::arg("threads"),
+        "Threads used by every Linear (one persistent pool); 0 = all cores.");
+  m.def("num_threads", &mixq::num_threads, "Threads used by every Linear.");
+
+  mixq::py::bind_checkpoint(m);
+  mixq::py::bind_linear(m);
+  mixq::py::bind_quantize(m);
+  mixq::py::bind_save(m);
+}

@@ -1,0 +1,178 @@
+"""Checkpoint.linear: properties, dequantize and forward against the CLI and
+against the float weights, every input kind (NumPy, DLPack, f16, bf16,
+strided), out=, and lifetime."""
+import gc
+
+import numpy as np
+import pytest
+
+import mixq
+from conftest import FORMATS, LAYERS
+from dlpack_producer import DLPackArray, bf16_round
+
+PREFIXES = sorted(LAYERS)
+# Relative error of the dequantized weight vs the float source (4-bit formats
+# are coarse; the bound is loose so only a wrong decode fails it).
+WEIGHT_RTOL = {None: 0.0, "float8_e4m3fn": 0.08, "mxfp8": 0.08, "int8_tensorwise": 0.02,
+               "nvfp4": 0.2, "convrot_w4a4": 0.2, "asym_w4a8_int8": 0.2}
+
+
+def rel(a, b):
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def activations(m, k, seed=1):
+    return np.random.default_rng(seed).standard_normal((m, k)).astype(np.float32)
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_properties(ckpt, prefix):
+    layer = ckpt.linear(prefix)
+    n, k, _, _ = LAYERS[prefix]
+    assert (layer.out_features, layer.in_features) == (n, k)
+    assert layer.prefix == prefix
+    assert layer.format == FORMATS[prefix]
+    assert isinstance(layer.params, dict)
+    assert isinstance(layer.kernel, str) and layer.kernel
+    assert isinstance(layer.method, str) and layer.method
+    assert prefix in repr(layer)
+
+
+def test_params_have_defaults_applied(ckpt):
+    assert ckpt.linear("blocks.0.attn.qkv").params["convrot"] is True
+    assert ckpt.linear("blocks.0.attn.qkv").params["convrot_groupsize"] == 64
+    w4a4 = ckpt.linear("blocks.0.attn.out").params
+    assert w4a4["convrot_groupsize"] == 64 and w4a4["linear_dtype"] == "int4"
+    assert ckpt.linear("blocks.1.mlp.fc2").params["group_size"] == 16
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_dequantize_matches_cli_and_source(ckpt, mixed, source, cli, tmp_path, prefix):
+    layer = ckpt.linear(prefix)
+    w = layer.dequantize()
+    assert w.dtype == np.float32 and w.shape == (layer.out_features, layer.in_features)
+    cli.run("dequantize", mixed[0], "--layer", prefix, "-o", tmp_path / "w.npy")
+    np.testing.assert_array_equal(w, np.load(tmp_path / "w.npy"))
+    assert rel(w, source[1][prefix + ".weight"]) <= WEIGHT_RTOL[FORMATS[prefix]]
+
+
+def test_dequantize_basis(ckpt, mixed, cli, tmp_path):
+    rotated = ckpt.linear("blocks.0.attn.qkv")
+    stored = rotated.dequantize(basis="stored")
+    cli.run("dequantize", mixed[0], "--layer", rotated.prefix, "--basis", "stored",
+            "-o", tmp_path / "s.npy")
+    np.testing.assert_array_equal(stored, np.load(tmp_path / "s.npy"))
+    # ConvRot: the stored basis is the original one times H per 64-group.
+    assert rel(stored, rotated.dequantize()) > 0.5
+    plain = ckpt.linear("blocks.0.mlp.fc1")
+    np.testing.assert_array_equal(plain.dequantize("stored"), plain.dequantize("original"))
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_forward_matches_cli_linear(ckpt, mixed, cli, tmp_path, prefix):
+    layer = ckpt.linear(prefix)
+    x = activations(5, layer.in_features)
+    np.save(tmp_path / "x.npy", x)
+    cli.run("linear", mixed[0], "--layer", prefix, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy")
+    expected = np.load(tmp_path / "y.npy")
+    y = layer.forward(x)
+    assert y.dtype == np.float32 and y.shape == (5, layer.out_features)
+    np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_forward_approximates_float_linear(ckpt, source, prefix):
+    layer = ckpt.linear(prefix)
+    tensors = source[1]
+    x = activations(8, layer.in_features, seed=2)
+    reference = x @ tensors[prefix + ".weight"].T + tensors.get(prefix + ".bias", 0)
+    # Quantized weights and (for most formats) activations: a loose bound.
+    assert rel(layer.forward(x), reference) < (1e-6 if FORMATS[prefix] is None else 0.25)
+
+
+@pytest.mark.parametrize("prefix", ["blocks.0.attn.qkv", "blocks.0.mlp.fc1", "blocks.1.attn.out"])
+def test_reference_kernel_agrees(ckpt, prefix):
+    x = activations(7, LAYERS[prefix][1])
+    fast, ref = ckpt.linear(prefix), ckpt.linear(prefix, kernel="ref")
+    assert ref.kernel == "ref"
+    np.testing.assert_allclose(fast.forward(x), ref.forward(x), rtol=1e-5, atol=1e-5)
+
+
+def test_input_layouts_give_the_same_rows(ckpt):
+    layer = ckpt.linear("blocks.0.attn.qkv")
+    k, n = layer.in_features, layer.out_features
+    x = activations(6, k)
+    y = layer.forward(x)
+    # 1-D input -> 1-D output; 3-D input keeps the leading dims.
+    np.testing.assert_array_equal(layer.forward(x[2]), y[2])
+    np.testing.assert_array_equal(layer.forward(x.reshape(2, 3, k)), y.reshape(2, 3, n))
+    # Strided rows (every other row, a Fortran-order copy) are converted.
+    np.testing.assert_array_equal(layer.forward(x[::2]), y[::2])
+    np.testing.assert_array_equal(layer.forward(np.asfortranarray(x)), y)
+    # Read-only arrays are fine.
+    frozen = x.copy()
+    frozen.setflags(write=False)
+    np.testing.assert_array_equal(layer.forward(frozen), y)
+    # float64 and float16 are converted to float32 (exact for float16).
+    np.testing.assert_array_equal(layer.forward(x.astype(np.float64)), y)
+    half = x.astype(np.float16)
+    np.testing.assert_array_equal(layer.forward(half), layer.forward(half.astype(np.float32)))
+    # Zero rows.
+    assert layer.forward(np.zeros((0, k), np.float32)).shape == (0, n)
+    # __call__ is forward.
+    np.testing.assert_array_equal(layer(x), y)
+
+
+def test_dlpack_inputs(ckpt):
+    layer = ckpt.linear("blocks.0.mlp.fc2")
+    x = activations(4, layer.in_features)
+    y = layer.forward(x)
+    np.testing.assert_array_equal(layer.forward(DLPackArray.view_of(x)), y)
+    np.testing.assert_array_equal(layer.forward(DLPackArray.view_of(np.asfortranarray(x))), y)
+    # bfloat16: the same as float32 input holding the bf16-rounded values.
+    bf16 = DLPackArray.bfloat16(x)
+    np.testing.assert_array_equal(layer.forward(bf16), layer.forward(bf16_round(x)))
+    assert rel(layer.forward(bf16), y) < 0.02
+
+
+def test_out_parameter(ckpt):
+    layer = ckpt.linear("blocks.1.mlp.fc1")  # 64 -> 64
+    x = activations(3, 64)
+    y = layer.forward(x)
+    out = np.full((3, 64), np.nan, np.float32)
+    assert layer.forward(x, out=out) is out
+    np.testing.assert_array_equal(out, y)
+    # out may alias x (in-place update) without corrupting the result.
+    inplace = x.copy()
+    layer.forward(inplace, out=inplace)
+    np.testing.assert_array_equal(inplace, y)
+    # out through DLPack only.
+    target = np.zeros((3, 64), np.float32)
+    layer.forward(x, out=DLPackArray.view_of(target))
+    np.testing.assert_array_equal(target, y)
+
+
+def test_linear_keeps_the_checkpoint_alive(mixed):
+    ckpt = mixq.open(mixed[0])
+    layer = ckpt.linear("blocks.0.attn.out")
+    x = activations(2, layer.in_features)
+    before = layer.forward(x)
+    w = layer.dequantize()
+    del ckpt
+    gc.collect()
+    np.testing.assert_array_equal(layer.forward(x), before)
+    np.testing.assert_array_equal(layer.dequantize(), w)
+
+
+def test_thread_count_does_not_change_results(ckpt):
+    layer = ckpt.linear("blocks.0.attn.qkv")
+    x = activations(33, layer.in_features)
+    previous = mixq.num_threads()
+    try:
+        mixq.set_num_threads(1)
+        one = layer.forward(x)
+        mixq.set_num_threads(2)
+        two = layer.forward(x)
+    finally:
+        mixq.set_num_threads(previous)
+    np.testing.assert_array_equal(one, two)

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The Python package's tests (called by `make test`):
+#   1. creates build/venv when missing (python3 -m venv; installs Debian's
+#      python3-venv first if this python has no ensurepip) with
+#      scikit-build-core, nanobind, pytest and numpy from PyPI;
+#   2. installs the package from this tree into it (pip install
+#      --no-build-isolation: the extension's CMake build folder
+#      build/python/<wheel tag> is kept, so a rebuild is incremental);
+#   3. runs pytest on python/tests against the `mixq` binary in $MIXQ_CLI
+#      (default build/release/bin/mixq, which `make build` produces).
+# Extra arguments go to pytest, e.g. scripts/python_test.sh -k forward -x
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+venv=${MIXQ_VENV:-$root/build/venv}
+export MIXQ_CLI=${MIXQ_CLI:-$root/build/release/bin/mixq}
+python=${PYTHON:-python3}
+
+sudo_cmd() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python_test: creating $venv"
+  if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    echo "python_test: $python has no venv/ensurepip; installing python3-venv"
+    sudo_cmd apt-get update -qq
+    sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+  fi
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q scikit-build-core nanobind pytest numpy
+fi
+
+if [ ! -x "$MIXQ_CLI" ]; then
+  echo "python_test: no mixq binary at $MIXQ_CLI (run 'make build' or set MIXQ_CLI)" >&2
+  exit 1
+fi
+
+log=$root/build/python-install.log
+echo "python_test: pip install . (log: $log)"
+if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v . >"$log" 2>&1; then
+  tail -n 40 "$log" >&2
+  echo "python_test: pip install failed (full log: $log)" >&2
+  exit 1
+fi
+
+# Run from python/tests so `import mixq` is the installed package, not the source folder.
+cd "$root/python/tests"
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .
