@@ -1,6 +1,7 @@
 #include "mixq/checkpoint.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "io/mapped_file.hpp"
 #include "io/safetensors_header.hpp"
@@ -21,13 +22,10 @@ void check_index(const ShardIndex& index, const std::vector<FileInfo>& files,
       fail("{}: weight_map puts tensor '{}' in {}, but it is in {}", index.path, name, shard,
            files[t->file].path);
   }
-  std::vector<bool> listed_shard(files.size(), false);
-  for (size_t i = 0; i < files.size(); ++i)
-    for (const auto& [name, shard] : index.weight_map)
-      if (files[i].path == shard) {
-        listed_shard[i] = true;
-        break;
-      }
+  std::set<std::string> shards;
+  for (const auto& entry : index.weight_map) shards.insert(entry.second);
+  std::vector<bool> listed_shard(files.size());
+  for (size_t i = 0; i < files.size(); ++i) listed_shard[i] = shards.count(files[i].path) > 0;
   for (const TensorView& t : sorted)
     if (listed_shard[t.file] && !index.weight_map.count(t.name))
       fail("{}: tensor '{}' of shard {} is missing from weight_map", index.path, t.name,
