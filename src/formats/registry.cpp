@@ -2,16 +2,23 @@
 // "unquantized" last. Adding a format = its file + one line here.
 #include <array>
 
+#include "formats/awq.hpp"
 #include "formats/records.hpp"
+#include "formats/svdquant.hpp"
+#include "formats/w4a8.hpp"
 #include "mixq/format.hpp"
 
 namespace mixq {
 
 std::span<const FormatTraits* const> all_formats() {
-  static const std::array<const FormatTraits*, 7> table = {
+  static const std::array<const FormatTraits*, 10> table = {
       &formats::float8_e4m3fn_format(),   &formats::float8_e5m2_format(), &formats::nvfp4_format(),
       &formats::mxfp8_format(),           &formats::int8_tensorwise_format(),
-      &formats::convrot_w4a4_format(),    &formats::unquantized_record(),
+      &formats::convrot_w4a4_format(),
+      &formats::asym_w4a8_int8_format(),  // w4a8.cpp
+      &formats::awq_w4a16_format(),       // awq.cpp
+      &formats::svdquant_w4a4_format(),   // svdquant.cpp
+      &formats::unquantized_record(),
   };
   return table;
 }

@@ -1,0 +1,171 @@
+// The asym_w4a8_int8 record: validation, decode to int8, dequantize
+// (spec/formats.md §3.7, spec/dispatch.md §1.4, §2.2, §4.1). The quantizer is
+// in w4a8_quantize.cpp.
+#include "formats/w4a8.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "formats/w4_common.hpp"
+#include "linear/factories.hpp"
+#include "mixq/error.hpp"
+#include "mixq/hadamard.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::formats {
+
+QuantizedLayer w4a8_quantize(const float* weight, int64_t n, int64_t k, const nlohmann::json& params);
+
+const float kW4a8LloydMax[16] = {-0.980602f, -0.794529f, -0.638165f, -0.500986f, -0.377321f, -0.263187f,
+                                 -0.155210f, -0.050720f, 0.052541f,  0.156985f,  0.265284f,  0.379533f,
+                                 0.502636f,  0.638953f,  0.794876f,  0.980671f};
+
+namespace {
+
+struct Geometry {
+  int64_t n, k, gs, g;
+};
+
+Geometry geometry(const Layer& layer) {
+  const TensorView& w = w4::require_dtype(layer, "weight", {DType::I8});
+  if (w.rank() != 2 || w.shape[0] <= 0 || w.shape[1] <= 0)
+    fail("layer '{}': weight '{}' must be a non-empty 2-D I8 [N, K/2] tensor, found shape {}", layer.prefix,
+         w.name, shape_str(w.shape));
+  return {w.shape[0], 2 * w.shape[1], w4::positive_param(layer, "group_size"),
+          w4::positive_param(layer, "convrot_groupsize")};
+}
+
+LogicalShape validate(Layer& layer) {
+  const auto [n, k, gs, g] = geometry(layer);
+  if (gs < 4 || !(16 % gs == 0 || gs % 16 == 0))
+    fail("layer '{}': asym_w4a8_int8 group_size must be >= 4 and divide or be a multiple of 16, found {}",
+         layer.prefix, gs);
+  if (!is_power_of_4(g))
+    fail("layer '{}': convrot_groupsize must be a power of 4 (16, 64, 256, ...), found {}", layer.prefix, g);
+  if (k % 16 != 0 || k % gs != 0 || k % g != 0)
+    fail("layer '{}': in_features K = {} (2 x {} packed bytes) must be divisible by 16, group_size {} and "
+         "convrot_groupsize {}",
+         layer.prefix, k, k / 2, gs, g);
+  const TensorView& s_rel = w4::require_dtype(layer, "weight_s_rel", {DType::F8_E4M3, DType::U8, DType::F32});
+  w4::require_shape(layer, s_rel, {n, k / gs}, "[N, K/group_size]");
+  const TensorView& s_ch = w4::require_dtype(layer, "weight_s_channel", {DType::F32});
+  w4::require_shape(layer, s_ch, {n}, "[N]");
+  if (layer.find("weight_codebook")) {
+    const TensorView& cb = w4::require_dtype(layer, "weight_codebook", {DType::F32});
+    w4::require_shape(layer, cb, {16}, "16 levels");
+  }
+  if (layer.find("weight_correction")) {
+    const TensorView& c =
+        w4::require_dtype(layer, "weight_correction", {DType::F32, DType::F16, DType::BF16});
+    w4::require_shape(layer, c, {k / gs, n}, "[K/group_size, N]");
+  }
+  if (auto it = layer.params.find("convrot"); it != layer.params.end() && it->is_boolean() && !it->get<bool>())
+    layer.warnings.push_back(fmt::format(
+        "layer '{}': marker says convrot=false, but asym_w4a8_int8 weights are always ConvRot-rotated "
+        "(ComfyUI ignores the key; SGLang rejects the layer)",
+        layer.prefix));
+  if (const TensorView* b = layer.find("bias"); b && (b->rank() != 1 || b->shape[0] != n))
+    fail("layer '{}': bias '{}' must have shape [{}], found {}", layer.prefix, b->name, n, shape_str(b->shape));
+  return {n, k};
+}
+
+// dispatch.md §4.1 (KitchenW4A8): in_pp % 16, % group_size and % convrot_groupsize.
+int64_t tp_input_unit(const Layer& layer) {
+  const auto [n, k, gs, g] = geometry(layer);
+  return std::lcm(std::lcm(int64_t{16}, gs), g);
+}
+
+std::string method(const Layer& layer) {
+  if (layer.param_bool("full_precision_matrix_mult")) return "asym_w4a8_int8:full_precision";
+  // With a correction term the eager reference runs a float linear (§3.7).
+  if (layer.find("weight_correction")) return "asym_w4a8_int8:float_correction";
+  return "asym_w4a8_int8";
+}
+
+void dequantize(const Layer& layer, Basis basis, float* out) {
+  const W4a8Decoded d = w4a8_decode(layer);
+  for (int64_t r = 0; r < d.n; ++r) {
+    for (int64_t c = 0; c < d.k; ++c) {
+      float v = static_cast<float>(d.w8[r * d.k + c]) * d.s_channel[r];
+      if (!d.correction.empty()) v += d.correction[(c / d.group_size) * d.n + r];
+      out[r * d.k + c] = v;
+    }
+  }
+  // W = W_rot · H per group (H symmetric and orthogonal), fp32.
+  if (basis == Basis::original) hadamard_rotate(out, d.n, d.k, d.convrot_groupsize);
+}
+
+}  // namespace
+
+int8_t w4a8_decode_code(uint8_t code, float s_rel, const float* codebook) {
+  const float level = codebook ? codebook[code & 0x0F] : static_cast<float>(int(code & 0x0F) - 8);
+  const float product = level * s_rel;  // one fp32 multiply
+  const float r = std::nearbyint(product);  // ties to even (default rounding mode)
+  return static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+}
+
+W4a8Decoded w4a8_decode(const Layer& layer) {
+  const auto [n, k, gs, g] = geometry(layer);
+  W4a8Decoded d;
+  d.n = n;
+  d.k = k;
+  d.group_size = gs;
+  d.convrot_groupsize = g;
+  const int64_t groups = k / gs;
+  // s_rel: U8 bytes are E4M3 (ComfyUI views them as float8_e4m3fn).
+  const TensorView& s_rel_view = layer.tensor("weight_s_rel");
+  std::vector<float> s_rel;
+  if (s_rel_view.dtype == DType::U8) {
+    s_rel.resize(s_rel_view.data.size());
+    for (size_t i = 0; i < s_rel.size(); ++i) s_rel[i] = e4m3_to_f32(static_cast<uint8_t>(s_rel_view.data[i]));
+  } else {
+    s_rel = w4::floats(s_rel_view);
+  }
+  if (static_cast<int64_t>(s_rel.size()) != n * groups)
+    fail("layer '{}': weight_s_rel holds {} values, expected {}", layer.prefix, s_rel.size(), n * groups);
+  for (size_t i = 0; i < s_rel.size(); ++i)
+    if (!std::isfinite(s_rel[i]))
+      fail("layer '{}': weight_s_rel[{}, {}] is not finite ({})", layer.prefix, i / groups, i % groups, s_rel[i]);
+  std::vector<float> codebook;
+  if (const TensorView* cb = layer.find("weight_codebook")) {
+    codebook = w4::floats(*cb);
+    for (float v : codebook)
+      if (!std::isfinite(v)) fail("layer '{}': weight_codebook holds a non-finite level", layer.prefix);
+  }
+  const float* book = codebook.empty() ? nullptr : codebook.data();
+  const TensorView& w = layer.tensor("weight");
+  d.w8.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r) {
+    const std::byte* row = w.data.data() + r * (k / 2);
+    for (int64_t c = 0; c < k; ++c)
+      d.w8[r * k + c] = w4a8_decode_code(w4::nibble(row, c), s_rel[r * groups + c / gs], book);
+  }
+  d.s_channel = w4::floats(layer.tensor("weight_s_channel"));
+  if (const TensorView* c = layer.find("weight_correction")) d.correction = w4::floats(*c);
+  return d;
+}
+
+const FormatTraits& asym_w4a8_int8_format() {
+  static const FormatTraits record{
+      .name = "asym_w4a8_int8",
+      .summary = "4-bit codes per group of 16 decoded to int8 (e4m3 scale, codebook), ConvRot INT8 GEMM",
+      .defaults = {{"group_size", 16}, {"convrot_groupsize", 256}},
+      .quantize_options = {{"mode", "codebook"}, {"scale_dtype", "e4m3"}},
+      .tensors = {{"weight", true, {DType::I8}},
+                  {"weight_s_rel", true, {DType::F8_E4M3, DType::U8, DType::F32}},
+                  {"weight_s_channel", true, {DType::F32}},
+                  {"weight_codebook", false, {DType::F32}},
+                  {"weight_correction", false, {DType::F32, DType::F16, DType::BF16}}},
+      .quantizes_activation = true,
+      .validate = validate,
+      .tp_input_unit = tp_input_unit,
+      .method = method,
+      .dequantize = dequantize,
+      .quantize = w4a8_quantize,
+      .make_linear = linear::make_asym_w4a8_int8,
+  };
+  return record;
+}
+
+}  // namespace mixq::formats

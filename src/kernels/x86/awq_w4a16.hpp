@@ -1,0 +1,35 @@
+#pragma once
+// AVX-512 BF16 kernel of the AWQ W4A16 linear (spec/formats.md §3.9).
+//
+//   y[m,n] = Σ_g ( scale[g,n]·Σ_{k∈g} (q−8)·bf16(x[m,k]) + zeros[g,n]·Σ_{k∈g} x[m,k] ) + b[n]
+//
+// (q − 8) is exact in bf16, so the only rounding beyond fp32 accumulation is
+// x → bf16 (relative 2^-9 per element); the zero term uses the fp32 sums of x.
+// Packed weights: panels of 16 output columns; per panel and k-pair one
+// 16-byte row whose byte i is the stored byte of column 16p+i (low nibble k,
+// high nibble k+1). It is decoded in registers: vpmovzxbd spreads the bytes to
+// dword lanes, one shift and one vpternlogd select the two nibbles into the
+// two word indices, and vpermw maps them to bf16(q − 8) pairs, the exact
+// operand layout `vdpbf16ps` needs against a broadcast activation pair. The
+// weights stay 4-bit in memory (M = 1 is memory-bound).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mixq::kernels::x86 {
+
+struct AwqPacked {
+  int64_t n = 0, k = 0, group = 0, panels = 0;
+  std::vector<uint8_t> codes;   // [panels][K/2][16]
+  std::vector<float> scale;     // [K/G][panels·16], 0 in padding columns
+  std::vector<float> zeros;     // [K/G][panels·16], 0 in padding columns
+  std::vector<float> bias;      // [N] or empty
+};
+
+// Baseline code. codes: the stored [N, K/2] bytes; scale / zeros [K/G, N].
+AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros, int64_t n, int64_t k,
+                   int64_t group, std::vector<float> bias);
+// Requires AVX-512 BF16.
+void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y);
+
+}  // namespace mixq::kernels::x86

@@ -1,0 +1,66 @@
+// svdquant_w4a4 linear (spec/formats.md §3.8): the fp32 formula of the spec
+// (kernels/ref/svdquant_ref.hpp) as the reference, the AVX-512 VNNI int4
+// kernel (bit-identical to it) as the fast path. The weights are converted
+// once to the natural layout (tile-packed files are unpacked at creation).
+// full_precision_matrix_mult runs a dense f32 linear over the effective weight.
+#include "formats/svdquant.hpp"
+#include "kernels/ref/svdquant_ref.hpp"
+#include "kernels/x86/svdquant_w4a4.hpp"
+#include "linear/factories.hpp"
+#include "linear/float_common.hpp"
+#include "linear/w4a8_linear.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::linear {
+namespace {
+
+class SvdquantLinear final : public Linear {
+ public:
+  SvdquantLinear(const Layer& layer, kernels::SvdquantWeights w, bool fast)
+      : Linear(layer.in_features, layer.out_features), prefix_(layer.prefix), w_(std::move(w)), fast_(fast) {
+    if (fast_) packed_ = kernels::x86::svdquant_pack(w_);
+  }
+  void forward(const float* x, int64_t m, float* y) const override {
+    if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
+    if (m == 0) return;
+    if (fast_)
+      kernels::x86::svdquant_avx512(w_, packed_, x, m, y);
+    else
+      kernels::svdquant_ref(w_, x, m, y);
+  }
+  std::string_view kernel_name() const override { return fast_ ? "svdquant:avx512_vnni" : "svdquant:ref"; }
+
+ private:
+  std::string prefix_;
+  kernels::SvdquantWeights w_;
+  kernels::x86::SvdquantPacked packed_;
+  bool fast_;
+};
+
+}  // namespace
+
+std::unique_ptr<Linear> make_svdquant_w4a4(const Layer& layer, const LinearOptions& options) {
+  const int64_t n = layer.out_features, k = layer.in_features;
+  if (full_precision(layer)) {
+    std::vector<float> w(static_cast<size_t>(n * k));
+    formats::svdquant_w4a4_format().dequantize(layer, Basis::original, w.data());
+    return make_dense_f32(layer, std::move(w), options, "dequant");
+  }
+  formats::SvdquantTensors t = formats::svdquant_tensors(layer);
+  kernels::SvdquantWeights w;
+  w.n = t.n;
+  w.k = t.k;
+  w.rank = t.rank;
+  w.act_unsigned = t.act_unsigned;
+  w.weight = std::move(t.weight);
+  w.wscale = std::move(t.wscale);
+  w.smooth = std::move(t.smooth);
+  w.proj_down = std::move(t.proj_down);
+  w.proj_up_t.resize(static_cast<size_t>(t.rank * t.n));
+  for (int64_t r = 0; r < t.rank; ++r)
+    for (int64_t c = 0; c < t.n; ++c) w.proj_up_t[r * t.n + c] = t.proj_up[c * t.rank + r];
+  w.bias = bias_f32(layer, n);
+  return std::make_unique<SvdquantLinear>(layer, std::move(w), use_avx512(options));
+}
+
+}  // namespace mixq::linear
