@@ -1,0 +1,73 @@
+// awq_w4a16 linear. Reference = fp32 dequantize + fp32 GEMM (the spec's
+// recommended CUDA-naive semantics). Fast (AVX-512 BF16) rounds the
+// activations to bf16 (relative 2^-9 each) and keeps (q − 8) exact, so per
+// output |fast − ref| <= 2^-9·Σ_k |x_k·(q−8)·s| + fp32 accumulation noise;
+// the test allows 2^-8·Σ_k |x_k·W_nk| + 1e-5, computed from the data.
+// Other ISA paths (AVX2, ref) run the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "formats/awq.hpp"
+#include "kernels/cpu.hpp"
+#include "mixq/linear.hpp"
+#include "support/test_support.hpp"
+#include "test_format_helpers.hpp"
+
+namespace mixq {
+namespace {
+
+struct IsaGuard {
+  ~IsaGuard() { kernels::set_isa(kernels::best_isa()); }
+};
+
+TEST(AwqLinear, FastMatchesReferenceWithinBf16ActivationRounding) {
+  IsaGuard guard;
+  for (auto [n, k, g] : {std::tuple<int64_t, int64_t, int64_t>{40, 192, 64}, {17, 96, 32}, {64, 128, 128}}) {
+    const std::vector<float> w = testing::random_floats(n * k, 51 + n, 0.05f);
+    const std::vector<float> b = testing::random_floats(n, 52, 0.1f);
+    auto l = testing::quantized_layer(formats::awq_w4a16_format(), w, n, k, {{"group_size", g}}, b);
+    const std::vector<float> deq = testing::dequantized(l->layer);
+    auto ref = Linear::create(l->layer, {KernelChoice::reference});
+    for (int64_t m : {1, 2, 3, 7, 16, 33, 64, 257}) {
+      const std::vector<float> x = testing::random_floats(m * k, 200 + m, 1.0f);
+      std::vector<float> yr(m * n), yf(m * n);
+      ref->forward(x.data(), m, yr.data());
+      for (int isa = 0; isa <= static_cast<int>(kernels::best_isa()); ++isa) {
+        kernels::set_isa(static_cast<kernels::Isa>(isa));
+        auto fast = Linear::create(l->layer, {KernelChoice::automatic});
+        fast->forward(x.data(), m, yf.data());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double mag = 0;
+            for (int64_t c = 0; c < k; ++c) mag += std::fabs(double(x[i * k + c]) * deq[j * k + c]);
+            const double bound = isa == static_cast<int>(kernels::Isa::avx512) ? std::ldexp(mag, -8) + 1e-5 : 0.0;
+            ASSERT_LE(std::fabs(yf[i * n + j] - yr[i * n + j]), bound)
+                << "n=" << n << " m=" << m << " isa=" << isa << " kernel " << fast->kernel_name();
+          }
+      }
+      kernels::set_isa(kernels::best_isa());
+    }
+  }
+}
+
+TEST(AwqLinear, ReferenceIsTheDequantizedFloatLinear) {
+  const int64_t n = 9, k = 64, m = 3;
+  const std::vector<float> w = testing::random_floats(n * k, 61, 0.05f);
+  const std::vector<float> b = testing::random_floats(n, 62, 0.1f);
+  const std::vector<float> x = testing::random_floats(m * k, 63, 1.0f);
+  auto l = testing::quantized_layer(formats::awq_w4a16_format(), w, n, k, {}, b);
+  const std::vector<float> deq = testing::dequantized(l->layer);
+  auto ref = Linear::create(l->layer, {KernelChoice::reference});
+  std::vector<float> y(m * n);
+  ref->forward(x.data(), m, y.data());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float want = 0;
+      for (int64_t c = 0; c < k; ++c) want += x[i * k + c] * deq[j * k + c];
+      EXPECT_EQ(y[i * n + j], want + b[j]);  // fp32 in k order, bias last
+    }
+}
+
+}  // namespace
+}  // namespace mixq
