@@ -7,6 +7,8 @@
 //
 //   mixq-gen OUT.safetensors [--hidden H] [--blocks B] [--refiner-blocks R]
 //            [--dtype bf16|f16|f32] [--seed S] [--target-size SIZE]
+//   mixq-gen npy OUT.npy ROWS COLS [SEED]     random N(0,1) activations
+//   mixq-gen compare A.npy B.npy              prints "rel_error max_abs_error"
 //
 // --target-size picks the number of main blocks so the file reaches SIZE.
 // Weights are N(0, 1/K) with a few input channels scaled up 8x (the outliers
@@ -21,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "mixq/error.hpp"
+#include "mixq/npy.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/safetensors_writer.hpp"
@@ -137,9 +140,45 @@ uint64_t total_bytes(const std::vector<Spec>& specs) {
   std::exit(2);
 }
 
+// The demo's helpers around `mixq linear`: random inputs and a comparison.
+int npy_mode(int argc, char** argv) {
+  std::string mode = argv[1];
+  if (mode == "npy") {
+    if (argc < 5) usage("npy OUT.npy ROWS COLS [SEED]");
+    int64_t rows = std::stoll(argv[3]), cols = std::stoll(argv[4]);
+    uint64_t state = argc > 5 ? std::stoull(argv[5]) : 1;
+    if (rows <= 0 || cols <= 0) usage("ROWS and COLS must be positive");
+    std::vector<float> x(static_cast<size_t>(rows * cols));
+    for (float& v : x) v = normal(state);
+    mixq::write_npy(argv[2], {rows, cols}, x.data());
+    return 0;
+  }
+  if (argc < 4) usage("compare A.npy B.npy");
+  mixq::NpyArray a = mixq::read_npy(argv[2]), b = mixq::read_npy(argv[3]);
+  if (a.shape != b.shape)
+    throw mixq::Error(fmt::format("shapes differ: {} vs {}", mixq::shape_str(a.shape), mixq::shape_str(b.shape)));
+  double err = 0, ref = 0, worst = 0;
+  for (size_t i = 0; i < a.values.size(); ++i) {
+    double d = static_cast<double>(a.values[i]) - b.values[i];
+    err += d * d;
+    ref += static_cast<double>(b.values[i]) * b.values[i];
+    worst = std::max(worst, std::fabs(d));
+  }
+  std::printf("%.6f %.6g\n", ref > 0 ? std::sqrt(err / ref) : std::sqrt(err), worst);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "npy" || std::string(argv[1]) == "compare")) {
+    try {
+      return npy_mode(argc, argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mixq-gen: error: %s\n", e.what());
+      return 1;
+    }
+  }
   std::string out;
   int64_t hidden = 768;
   int blocks = 2, refiner = 1;
