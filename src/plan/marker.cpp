@@ -3,6 +3,7 @@
 #include "mixq/marker.hpp"
 
 #include <cstring>
+#include <set>
 #include <string_view>
 
 #include "mixq/error.hpp"
@@ -66,10 +67,23 @@ Marker normalise(const std::string& prefix, const json& object, const std::strin
   return marker;
 }
 
+// Keys of `object`'s nested "params" that are not also given at top level.
+std::set<std::string> nested_only_keys(const json& object) {
+  std::set<std::string> keys;
+  auto nested = object.find("params");
+  if (nested == object.end() || !nested->is_object()) return keys;
+  for (const auto& [key, value] : nested->items())
+    if (!object.contains(key)) keys.insert(key);
+  return keys;
+}
+
 // Adds a marker; the same prefix declared twice must be identical.
-void add_marker(MarkerSet& set, Marker marker) {
+void add_marker(MarkerSet& set, Marker marker, std::set<std::string> nested = {}) {
   auto [it, inserted] = set.markers.try_emplace(marker.prefix, marker);
-  if (inserted) return;
+  if (inserted) {
+    if (!nested.empty()) set.nested_keys[marker.prefix] = std::move(nested);
+    return;
+  }
   const Marker& old = it->second;
   if (old.format != marker.format || old.params != marker.params)
     fail("Conflicting Comfy quantization markers for '{}': {} declares {} but {} declares {}",
@@ -97,7 +111,7 @@ void collect_tensor_markers(const Checkpoint& checkpoint, MarkerSet& set) {
     json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (object.is_discarded())
       fail("layer '{}': Invalid Comfy quantization marker {}: not valid JSON", prefix, source);
-    add_marker(set, normalise(prefix, object, source));
+    add_marker(set, normalise(prefix, object, source), nested_only_keys(object));
     set.consumed.insert(tensor.name);
   }
 }
@@ -116,7 +130,8 @@ void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
     if (layers == root.end() || !layers->is_object())
       fail("Invalid _quantization_metadata in {}: must contain a layers object", file.path);
     const std::string source = fmt::format("header of {}", file.path);
-    for (const auto& [prefix, marker] : layers->items()) add_marker(set, normalise(prefix, marker, source));
+    for (const auto& [prefix, marker] : layers->items())
+      add_marker(set, normalise(prefix, marker, source), nested_only_keys(marker));
   }
 }
 
