@@ -11,8 +11,10 @@
 // layer at a time and appends its tensors to an unlinked spill file in the
 // staging folder (only the quantized bytes, about 1/4..1/2 of the source);
 // pass 2 declares everything and streams source tensors and spilled tensors
-// into the writer. Peak memory is about the largest layer (its f32 copy plus
-// the quantizer's work space); source pages are released after each layer.
+// into the writer. Layers are quantized in parallel batches of at most 256 MiB
+// of f32 weights (one layer alone when it is larger), so peak memory is about
+// max(256 MiB, largest layer) in f32 plus the quantizers' work space, not the
+// model; source pages are released after each layer.
 //
 // Atomic: all files are written into a staging folder next to the output
 // (".<name>.mixq-tmp-XXXXXX") and renamed into place at the end. A watchdog

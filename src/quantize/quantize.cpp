@@ -20,6 +20,8 @@
 #include "mixq/marker.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/safetensors_writer.hpp"
+#include "kernels/parallel.hpp"
+#include "mixq/linear.hpp"
 #include "quantize/staging.hpp"
 
 namespace mixq {
@@ -183,6 +185,36 @@ nlohmann::json source_header_markers(const Checkpoint& source) {
   return layers;
 }
 
+// f32 weights of one batch of layers quantized side by side.
+constexpr uint64_t kBatchBytes = uint64_t{256} << 20;
+
+struct LayerResult {
+  QuantizedLayer q;
+  nlohmann::json marker;
+  std::string error;  // the format refused the layer
+};
+
+// Quantizes and self-validates one layer; runs on a pool thread. Releases the
+// source pages of the weight when done.
+LayerResult quantize_layer(const Layer& layer, const RecipeRule& rule) {
+  const FormatTraits& format = *rule.format;
+  const TensorView& weight = layer.tensor("weight");
+  const int64_t n = weight.shape[0], k = weight.shape[1];
+  LayerResult r;
+  try {
+    std::vector<float> buffer;
+    const float* w = weight_f32(weight, buffer);
+    r.q = format.quantize(w, n, k, quantizer_params(format, rule));
+    r.marker = complete_marker(format, r.q, rule, layer.prefix);
+    validate_output(format, r.q, r.marker, layer, n, k);
+  } catch (const Error& e) {
+    r = LayerResult{};
+    r.error = e.what();
+  }
+  release_pages(weight.data);
+  return r;
+}
+
 struct Shard {
   std::string file_name;
   std::vector<size_t> tensors;  // indices into the sorted output list
@@ -296,80 +328,100 @@ QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths,
   QuantizeProgress progress{"quantize", 0, to_quantize, 0, quantize_bytes};
   if (options.progress) options.progress(progress);
 
-  for (const Job& job : jobs) {
-    const Layer& layer = *job.layer;
-    const TensorView& weight = layer.tensor("weight");
-    const int64_t n = weight.shape[0], k = weight.shape[1];
-    QuantizedLayerReport entry;
-    entry.prefix = layer.prefix;
-    entry.out_features = n;
-    entry.in_features = k;
-    entry.source_bytes = weight.data.size();
-    entry.format = "keep";
-    entry.output_bytes = weight.data.size();
-    if (job.rule->keeps()) {
-      report.layers.push_back(std::move(entry));
-      continue;
+  // Layers are quantized in batches run side by side on the thread pool (the
+  // reference quantizers are single-threaded per layer); a batch holds at
+  // most kBatchBytes of f32 weights, or one layer when it is larger (which
+  // then runs alone and may use the pool itself). Results are spilled in
+  // layer order, so the output does not depend on the thread count.
+  const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
+  size_t next = 0;
+  while (next < jobs.size()) {
+    std::vector<size_t> batch;
+    uint64_t batch_bytes = 0;
+    while (next < jobs.size() && batch.size() < threads) {
+      const Job& job = jobs[next];
+      const TensorView& weight = job.layer->tensor("weight");
+      if (job.rule->keeps()) {
+        QuantizedLayerReport entry;
+        entry.prefix = job.layer->prefix;
+        entry.out_features = weight.shape[0];
+        entry.in_features = weight.shape[1];
+        entry.source_bytes = entry.output_bytes = weight.data.size();
+        entry.format = "keep";
+        report.layers.push_back(std::move(entry));
+        ++next;
+        continue;
+      }
+      uint64_t need = static_cast<uint64_t>(weight.numel()) * sizeof(float);
+      if (!batch.empty() && batch_bytes + need > kBatchBytes) break;
+      batch.push_back(next++);
+      batch_bytes += need;
     }
-    const FormatTraits& format = *job.rule->format;
-    QuantizedLayer q;
-    nlohmann::json marker;
-    try {
-      std::vector<float> buffer;
-      const float* w = weight_f32(weight, buffer);
-      q = format.quantize(w, n, k, quantizer_params(format, *job.rule));
-      marker = complete_marker(format, q, *job.rule, layer.prefix);
-      validate_output(format, q, marker, layer, n, k);
-    } catch (const Error& e) {
-      if (!job.rule->fallback_keep)
-        fail("layer '{}' [{}, {}]: {} ({}) cannot hold it: {} (add fallback=keep to keep such "
-             "layers unquantized)",
-             layer.prefix, n, k, format.name, job.rule->origin, e.what());
-      entry.fell_back = true;
-      entry.reason = e.what();
-      report.layers.push_back(std::move(entry));
-      release_pages(weight.data);
+    std::vector<LayerResult> results(batch.size());
+    kernels::parallel_for(static_cast<int64_t>(batch.size()), 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) results[i] = quantize_layer(*jobs[batch[i]].layer, *jobs[batch[i]].rule);
+    });
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const Job& job = jobs[batch[i]];
+      const Layer& layer = *job.layer;
+      const TensorView& weight = layer.tensor("weight");
+      LayerResult& r = results[i];
+      QuantizedLayerReport entry;
+      entry.prefix = layer.prefix;
+      entry.out_features = weight.shape[0];
+      entry.in_features = weight.shape[1];
+      entry.source_bytes = weight.data.size();
       progress.done++;
       progress.bytes_done += weight.data.size();
+      if (!r.error.empty()) {
+        if (!job.rule->fallback_keep)
+          fail("layer '{}' [{}, {}]: {} ({}) cannot hold it: {} (add fallback=keep to keep such "
+               "layers unquantized)",
+               layer.prefix, entry.out_features, entry.in_features, job.rule->format->name,
+               job.rule->origin, r.error);
+        entry.format = "keep";
+        entry.output_bytes = weight.data.size();
+        entry.fell_back = true;
+        entry.reason = r.error;
+        report.layers.push_back(std::move(entry));
+        if (options.progress) options.progress(progress);
+        continue;
+      }
+      replaced.insert(weight.name);
+      entry.format = std::string(job.rule->format->name);
+      for (OwnedTensor& t : r.q.tensors) {
+        OutTensor o;
+        o.name = layer.prefix + "." + t.name;
+        o.dtype = t.dtype;
+        o.shape = t.shape;
+        o.bytes = t.data.size();
+        o.spilled = true;
+        o.spill_offset = spill.append(t.data);
+        o.unit = layer.prefix;
+        entry.output_bytes += o.bytes;
+        out.push_back(std::move(o));
+        std::vector<std::byte>().swap(t.data);
+      }
+      if (options.markers != MarkerDialect::header) {
+        std::string text = marker_json(r.marker);
+        OutTensor o;
+        o.name = layer.prefix + ".comfy_quant";
+        o.dtype = DType::U8;
+        o.shape = {static_cast<int64_t>(text.size())};
+        o.bytes = text.size();
+        o.inline_bytes.resize(text.size());
+        std::memcpy(o.inline_bytes.data(), text.data(), text.size());
+        o.unit = layer.prefix;
+        out.push_back(std::move(o));
+      }
+      if (options.markers != MarkerDialect::tensor) new_markers[layer.prefix] = r.marker;
+      entry.marker = r.marker;
+      report.layers.push_back(std::move(entry));
       if (options.progress) options.progress(progress);
-      continue;
     }
-    release_pages(weight.data);
-    replaced.insert(weight.name);
-    entry.format = std::string(format.name);
-    entry.output_bytes = 0;
-    for (OwnedTensor& t : q.tensors) {
-      OutTensor o;
-      o.name = layer.prefix + "." + t.name;
-      o.dtype = t.dtype;
-      o.shape = t.shape;
-      o.bytes = t.data.size();
-      o.spilled = true;
-      o.spill_offset = spill.append(t.data);
-      o.unit = layer.prefix;
-      entry.output_bytes += o.bytes;
-      out.push_back(std::move(o));
-      std::vector<std::byte>().swap(t.data);
-    }
-    if (options.markers != MarkerDialect::header) {
-      std::string text = marker_json(marker);
-      OutTensor o;
-      o.name = layer.prefix + ".comfy_quant";
-      o.dtype = DType::U8;
-      o.shape = {static_cast<int64_t>(text.size())};
-      o.bytes = text.size();
-      o.inline_bytes.resize(text.size());
-      std::memcpy(o.inline_bytes.data(), text.data(), text.size());
-      o.unit = layer.prefix;
-      out.push_back(std::move(o));
-    }
-    if (options.markers != MarkerDialect::tensor) new_markers[layer.prefix] = marker;
-    entry.marker = marker;
-    report.layers.push_back(std::move(entry));
-    progress.done++;
-    progress.bytes_done += weight.data.size();
-    if (options.progress) options.progress(progress);
   }
+  std::sort(report.layers.begin(), report.layers.end(),
+            [](const QuantizedLayerReport& a, const QuantizedLayerReport& b) { return a.prefix < b.prefix; });
 
   // ---- the output list: copies + quantized tensors, sorted by name --------
   for (const TensorView& t : source.tensors()) {
