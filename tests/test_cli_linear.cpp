@@ -11,7 +11,7 @@
 #include "mixq/linear.hpp"
 #include "mixq/npy.hpp"
 #include "mixq/numeric.hpp"
-#include "test_support.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 

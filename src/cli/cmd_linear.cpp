@@ -25,10 +25,13 @@ struct Options {
   bool quiet = false;
 };
 
-// Formats that pad K store it rounded up to 16 (NVFP4) or 32 (MXFP8); X may
-// then omit the padding columns, which are zeros and change nothing.
-bool is_padding_of(int64_t cols, int64_t k) {
-  return cols < k && k % 16 == 0 && (cols + 31) / 32 * 32 >= k;
+// Formats that pad K (NVFP4 to 16, MXFP8 to 32) and store no logical K report
+// the stored K as in_features, with a validation warning that says so. Only
+// then may X omit the padding columns: they are zeros and change nothing.
+bool is_padding_of(const Layer& layer, int64_t cols, int64_t k) {
+  if (cols >= k || k - cols >= 32 || k % 16 != 0) return false;
+  return std::any_of(layer.warnings.begin(), layer.warnings.end(),
+                     [](const std::string& w) { return w.find("pads K") != std::string::npos; });
 }
 
 void run(const Options& o) {
@@ -57,7 +60,7 @@ void run(const Options& o) {
   std::vector<float> padded;
   const float* xin = x.values.data();
   if (cols != k) {
-    if (!is_padding_of(cols, k))
+    if (!is_padding_of(layer, cols, k))
       fail("{}: X has {} columns, layer '{}' takes {} (in_features)", o.input, cols, layer.prefix, k);
     padded.assign(static_cast<size_t>(m * k), 0.0f);
     for (int64_t r = 0; r < m; ++r)
