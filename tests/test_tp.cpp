@@ -1,0 +1,162 @@
+// Tensor-parallel admission (spec/dispatch.md §4): the partition predicates
+// with the spec's numbers, row / column / fused splits, the H3 worked example
+// of §4.4 on the real layer widths, and --tp rejections.
+#include "test_plan_fixtures.hpp"
+
+namespace mixq::testing {
+namespace {
+
+using nlohmann::json;
+
+const json kInt8 = {{"convrot", true}, {"convrot_groupsize", 256}};
+
+TEST(TensorParallel, Int8Group256AdmitsA6400SplitAndRejects3200) {
+  PlanFixture f;
+  f.quantized("blocks.0.attn.out_proj", "int8_tensorwise", 2, 256, kInt8);
+  Checkpoint ck = f.open();
+  for (const char* profile : {"comfyui", "sglang", "sglang-minimax-h3"}) {
+    Plan plan = plan_of(ck, profile);
+    const LayerPlan& layer = layer_of(plan, "blocks.0.attn.out_proj");
+    EXPECT_EQ(plan.input_partition_problem(layer, 6400), "") << profile;
+    EXPECT_NE(plan.input_partition_problem(layer, 3200).find("256"), std::string::npos) << profile;
+  }
+  Plan sglang = plan_of(ck, "sglang");
+  EXPECT_NE(sglang.input_partition_problem(layer_of(sglang, "blocks.0.attn.out_proj"), 3200).find("ValueError"),
+            std::string::npos);
+}
+
+TEST(TensorParallel, Int8Group64AdmitsSmallerShards) {
+  PlanFixture f;
+  f.quantized("x", "int8_tensorwise", 2, 256, {{"convrot", true}, {"convrot_groupsize", 64}});
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "sglang");
+  EXPECT_EQ(plan.input_partition_problem(layer_of(plan, "x"), 896), "");
+  EXPECT_NE(plan.input_partition_problem(layer_of(plan, "x"), 32), "");
+}
+
+TEST(TensorParallel, W4a4AdmitsA256SplitAndRejects128) {
+  PlanFixture f;
+  f.quantized("blocks.0.mlp.fc2", "convrot_w4a4", 2, 256, {{"linear_dtype", "int8"}});
+  Checkpoint ck = f.open();
+  for (const char* profile : {"comfyui", "sglang"}) {
+    Plan plan = plan_of(ck, profile);
+    const LayerPlan& layer = layer_of(plan, "blocks.0.mlp.fc2");
+    EXPECT_EQ(plan.input_partition_problem(layer, 256), "") << profile;
+    EXPECT_NE(plan.input_partition_problem(layer, 128), "") << profile;
+  }
+  // The quantization group of 64 applies even with a smaller ConvRot group.
+  PlanFixture g;
+  g.quantized("y", "convrot_w4a4", 2, 256, {{"convrot_groupsize", 16}});
+  Checkpoint ck16 = g.open();
+  Plan plan = plan_of(ck16, "sglang");
+  EXPECT_EQ(plan.input_partition_problem(layer_of(plan, "y"), 64), "");
+  const std::string problem = plan.input_partition_problem(layer_of(plan, "y"), 48);
+  EXPECT_NE(problem.find("64"), std::string::npos) << problem;
+}
+
+TEST(TensorParallel, W4a8AdmitsA256SplitAndRejects128) {
+  if (!find_format("asym_w4a8_int8") || !find_format("asym_w4a8_int8")->quantize)
+    GTEST_SKIP() << "no asym_w4a8_int8 quantizer in the format table yet";
+  PlanFixture f;
+  f.quantized("x", "asym_w4a8_int8", 2, 256, {{"group_size", 16}, {"convrot_groupsize", 256}}, Dialect::tensor,
+              {{"convrot", true}});
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "sglang");
+  EXPECT_EQ(plan.input_partition_problem(layer_of(plan, "x"), 256), "");
+  EXPECT_NE(plan.input_partition_problem(layer_of(plan, "x"), 128), "");
+}
+
+TEST(TensorParallel, Nvfp4NeedsShardsOf16AndUnquantizedAnything) {
+  PlanFixture f;
+  f.quantized("a", "nvfp4", 128, 64).dense("b", 8, 60);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "sglang");
+  EXPECT_EQ(plan.input_partition_problem(layer_of(plan, "a"), 32), "");
+  EXPECT_NE(plan.input_partition_problem(layer_of(plan, "a"), 24).find("not multiple of 16"), std::string::npos);
+  EXPECT_EQ(plan.input_partition_problem(layer_of(plan, "b"), 15), "");
+}
+
+// §4.4 on the real widths: out_proj K = 7168, fc2 K = 14336; N kept tiny.
+TEST(TensorParallel, MiniMaxH3WorkedExample) {
+  PlanFixture f;
+  f.quantized("blocks.0.attn.out_proj", "int8_tensorwise", 2, 7168, kInt8)
+      .quantized("blocks.0.mlp.fc2", "nvfp4", 16, 14336);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "comfyui");
+  expect_accepted(plan);
+  const LayerPlan& out = layer_of(plan, "blocks.0.attn.out_proj");
+  const LayerPlan& fc2 = layer_of(plan, "blocks.0.mlp.fc2");
+  EXPECT_EQ(out.parallel, Parallel::row);
+  EXPECT_EQ(fc2.parallel, Parallel::row);
+  std::vector<int> out_ok, fc2_ok;
+  for (int tp = 1; tp <= 64; ++tp) {
+    if (plan.tp_problem(out, tp).empty()) out_ok.push_back(tp);
+    if (plan.tp_problem(fc2, tp).empty()) fc2_ok.push_back(tp);
+  }
+  EXPECT_EQ(out_ok, (std::vector<int>{1, 2, 4, 7, 14, 28}));  // TP 8 fails: 896 % 256 != 0
+  EXPECT_EQ(fc2_ok, (std::vector<int>{1, 2, 4, 7, 8, 14, 16, 28, 32, 56, 64}));
+  EXPECT_NE(plan.tp_problem(out, 8).find("896"), std::string::npos) << plan.tp_problem(out, 8);
+  EXPECT_EQ(plan.admitted_tp(), out_ok);
+}
+
+// Whole heads per rank: 56 heads of 128 in each of q, k, v.
+TEST(TensorParallel, MiniMaxH3HeadsLimitTheDegree) {
+  PlanFixture f;
+  f.dense("blocks.0.attn.qkv_proj", 3 * 7168, 8)
+      .quantized("blocks.0.attn.out_proj", "int8_tensorwise", 2, 7168, kInt8);
+  Checkpoint ck = f.open();
+  Plan h3 = plan_of(ck, "sglang-minimax-h3");
+  const LayerPlan& qkv = layer_of(h3, "blocks.0.attn.qkv_proj");
+  EXPECT_EQ(qkv.parts, 3);
+  std::vector<int> qkv_ok;
+  for (int tp = 1; tp <= 64; ++tp)
+    if (h3.tp_problem(qkv, tp).empty()) qkv_ok.push_back(tp);
+  EXPECT_EQ(qkv_ok, (std::vector<int>{1, 2, 4, 7, 8, 14, 28, 56}));
+  EXPECT_NE(h3.tp_problem(qkv, 16).find("56 attention heads"), std::string::npos);
+  EXPECT_EQ(h3.admitted_tp(), (std::vector<int>{1, 2, 4, 7, 14, 28}));  // §8.3
+  // Without the H3 head rule, any divisor of each 7168-row part splits.
+  EXPECT_EQ(plan_of(ck, "comfyui").tp_problem(layer_of(plan_of(ck, "comfyui"), "blocks.0.attn.qkv_proj"), 16), "");
+}
+
+TEST(TensorParallel, FusedColumnLayersSplitEachPart) {
+  PlanFixture f;
+  f.dense("blocks.0.mlp.fc1", 2 * 12, 16).dense("blocks.0.adaln_proj.linear", 24, 16);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "comfyui");
+  const LayerPlan& fc1 = layer_of(plan, "blocks.0.mlp.fc1");
+  const LayerPlan& adaln = layer_of(plan, "blocks.0.adaln_proj.linear");
+  EXPECT_EQ(fc1.parts, 2);
+  EXPECT_EQ(adaln.parts, 1);
+  EXPECT_EQ(plan.tp_problem(fc1, 4), "");  // 12 rows per part split in 4
+  EXPECT_NE(plan.tp_problem(fc1, 8).find("each of the 2 fused parts"), std::string::npos);
+  EXPECT_EQ(plan.tp_problem(adaln, 8), "");  // 24 rows, not fused
+  EXPECT_NE(plan.tp_problem(adaln, 5), "");
+}
+
+TEST(TensorParallel, TpOptionRejectsLayersThatDoNotAdmitIt) {
+  PlanFixture f;
+  f.quantized("blocks.0.attn.out_proj", "int8_tensorwise", 2, 7168, kInt8);
+  Checkpoint ck = f.open();
+  expect_accepted(plan_of(ck, "sglang-minimax-h3", 4));
+  Plan plan = plan_of(ck, "sglang-minimax-h3", 8);
+  expect_rejected(plan, {"--tp 8", "blocks.0.attn.out_proj", "896"});
+  const LayerPlan& layer = layer_of(plan, "blocks.0.attn.out_proj");
+  EXPECT_FALSE(layer.admits_tp);
+  EXPECT_NE(layer.reason.find("896"), std::string::npos);
+  EXPECT_EQ(plan.to_json()["layers"][0]["admits_tp"], false);
+}
+
+TEST(TensorParallel, EmbeddingsAreReplicated) {
+  PlanFixture f;
+  f.dense("text.embed_tokens", 10, 16).dense("time_embedder.proj_in", 10, 16);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "comfyui");
+  EXPECT_EQ(layer_of(plan, "text.embed_tokens").parallel, Parallel::replicated);
+  EXPECT_TRUE(layer_of(plan, "text.embed_tokens").embedding);
+  EXPECT_FALSE(layer_of(plan, "time_embedder.proj_in").embedding);  // "embedder" is a linear
+  EXPECT_EQ(plan.tp_problem(layer_of(plan, "text.embed_tokens"), 3), "");
+  EXPECT_NE(plan.tp_problem(layer_of(plan, "time_embedder.proj_in"), 3), "");
+}
+
+}  // namespace
+}  // namespace mixq::testing
