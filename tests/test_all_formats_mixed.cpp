@@ -1,0 +1,135 @@
+// One checkpoint holding all eight quantized formats at once (fp8 e4m3,
+// nvfp4, mxfp8, int8 ConvRot, convrot_w4a4, asym_w4a8_int8, awq_w4a16,
+// svdquant_w4a4) plus an unquantized layer: it inspects with every format
+// reported, plans under the comfyui profile with every layer accepted, and
+// every layer runs through `mixq linear` with the same result as the
+// in-process reference Linear.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "formats/svdquant.hpp"
+#include "mixq/checkpoint.hpp"
+#include "mixq/format.hpp"
+#include "mixq/inspect.hpp"
+#include "mixq/linear.hpp"
+#include "mixq/npy.hpp"
+#include "mixq/plan.hpp"
+#include "support/test_support.hpp"
+#include "test_format_svdquant_helpers.hpp"
+
+namespace mixq {
+namespace {
+
+struct Entry {
+  const char* prefix;
+  const char* format;  // "" = unquantized, "svdquant_w4a4" = hand-built
+  nlohmann::json params;
+};
+
+const int64_t N = 128, K = 256;
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> e = {
+      {"blocks.0.fp8", "float8_e4m3fn", nlohmann::json::object()},
+      {"blocks.0.nvfp4", "nvfp4", nlohmann::json::object()},
+      {"blocks.0.mxfp8", "mxfp8", nlohmann::json::object()},
+      {"blocks.0.int8", "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}}},
+      {"blocks.0.w4a4", "convrot_w4a4", {{"convrot_groupsize", 64}}},
+      {"blocks.0.w4a8", "asym_w4a8_int8", nlohmann::json::object()},
+      {"blocks.0.awq", "awq_w4a16", {{"group_size", 64}}},
+      {"blocks.0.svdquant", "svdquant_w4a4", nlohmann::json::object()},
+      {"blocks.0.plain", "", nlohmann::json::object()},
+  };
+  return e;
+}
+
+std::filesystem::path write_mixed() {
+  const auto dir = testing::temp_dir("all_formats_mixed");
+  testing::CheckpointBuilder b;
+  uint64_t seed = 1;
+  for (const Entry& e : entries()) {
+    const std::vector<float> w = testing::random_floats(N * K, seed++, 0.05f);
+    const std::vector<float> bias = testing::random_floats(N, seed++, 0.1f);
+    const std::string fmt = e.format;
+    if (fmt.empty()) {
+      b.add_float(std::string(e.prefix) + ".weight", DType::BF16, {N, K}, w);
+    } else if (fmt == "svdquant_w4a4") {
+      for (OwnedTensor& t : testing::svd_tensors(testing::random_svd(N, K, 4, seed++, false), true, true)) {
+        t.name = std::string(e.prefix) + "." + t.name;
+        b.add(std::move(t));
+      }
+      b.add_marker(e.prefix, R"({"format": "svdquant_w4a4", "act_unsigned": false, "layout": "kitchen_tile_packed_w4a4"})");
+    } else {
+      const FormatTraits* f = find_format(fmt);
+      if (!f) throw std::runtime_error("no format " + fmt);
+      QuantizedLayer q = f->quantize(w.data(), N, K, apply_defaults(*f, e.params));
+      for (OwnedTensor& t : q.tensors) {
+        t.name = std::string(e.prefix) + "." + t.name;
+        b.add(std::move(t));
+      }
+      b.add_marker(e.prefix, q.marker.dump());
+    }
+    b.add_float(std::string(e.prefix) + ".bias", DType::F32, {N}, bias);
+  }
+  b.write(dir / "mixed.safetensors");
+  return dir / "mixed.safetensors";
+}
+
+TEST(AllFormatsMixed, InspectsPlansAndRunsEveryLayer) {
+  const auto path = write_mixed();
+  const Checkpoint ck = Checkpoint::open(path.string());
+
+  const nlohmann::json report = inspect_report(ck);
+  ASSERT_EQ(report["layers"].size(), entries().size());
+  for (const Entry& e : entries()) {
+    if (std::string(e.format).empty()) continue;
+    ASSERT_TRUE(report["formats"].contains(e.format)) << e.format << "\n" << report.dump(1);
+    EXPECT_EQ(report["formats"][e.format]["layers"], 1);
+  }
+  for (const auto& l : report["layers"]) {
+    EXPECT_EQ(l["out_features"], N) << l.dump();
+    EXPECT_EQ(l["in_features"], K) << l.dump();
+  }
+
+  const Plan plan = Plan::build(ck, {.profile = "comfyui"});
+  EXPECT_TRUE(plan.accepted()) << plan.error();
+  EXPECT_EQ(plan.layers().size(), entries().size());
+  for (const LayerPlan& lp : plan.layers()) {
+    EXPECT_TRUE(lp.reason.empty()) << lp.prefix() << ": " << lp.reason;
+    EXPECT_NE(lp.method, "invalid") << lp.prefix();
+  }
+
+  const auto dir = path.parent_path();
+  const int64_t m = 3;
+  const std::vector<float> x = testing::random_floats(m * K, 99, 1.0f);
+  const std::string xin = (dir / "x.npy").string();
+  write_npy(xin, {m, K}, x.data());
+  for (const Entry& e : entries()) {
+    SCOPED_TRACE(e.prefix);
+    const LayerPlan* lp = plan.find(e.prefix);
+    ASSERT_NE(lp, nullptr);
+    auto ref = Linear::create(lp->layer, {KernelChoice::reference});
+    std::vector<float> want(m * N);
+    ref->forward(x.data(), m, want.data());
+    for (const char* kernel : {"ref", "auto"}) {
+      const std::string yout = (dir / (std::string(e.prefix) + "." + kernel + ".npy")).string();
+      const auto r = testing::run_cli({"linear", path.string(), "--layer", e.prefix, "-i", xin, "-o", yout,
+                                       "--kernel", kernel});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const NpyArray y = read_npy(yout);
+      ASSERT_EQ(y.shape, (Shape{m, N}));
+      double max_ref = 0;
+      for (float v : want) max_ref = std::max(max_ref, double(std::fabs(v)));
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (std::string(kernel) == "ref")
+          ASSERT_EQ(y.values[i], want[i]) << i;  // the same reference code in another process
+        else  // fast kernels: bf16-rounded activations at most (AWQ, FP8/MXFP8 decode paths)
+          ASSERT_NEAR(y.values[i], want[i], 0.02 * max_ref + 1e-5) << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixq
