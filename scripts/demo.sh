@@ -65,10 +65,15 @@ if [ -n "$SOURCE" ]; then
 fi
 
 section "3. mixq inspect"
-"$MIXQ" inspect "$QUANT" | awk 'NR == 1 || /^$/ { blank++ } { print }' | head -n 60
+# The layer table and the per-format summary; warnings are counted, not listed.
+"$MIXQ" inspect "$QUANT" | awk '/^warnings:/ { w = 1; next } w && /^  - / { n++; next } { print }
+  END { if (n) printf "(%d warnings: see mixq inspect)\n", n }' | head -n 70
 
 section "4. mixq plan --profile sglang-minimax-h3 --max-tp"
-"$MIXQ" plan "$QUANT" --profile sglang-minimax-h3 --max-tp | tail -n 12 || true
+# Verdict and runtime configuration, the quantized layers' methods, admitted TP.
+"$MIXQ" plan "$QUANT" --profile sglang-minimax-h3 --max-tp | awk '
+  /^warnings:/ { exit }
+  NR <= 3 || /^layer / || /^admitted/ || ($2 != "-" && NF >= 6) { print }' || true
 
 section "5. mixq verify${SOURCE:+ --against the float source}"
 if [ -n "$SOURCE" ]; then

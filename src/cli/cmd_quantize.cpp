@@ -95,18 +95,20 @@ nlohmann::json report_json(const QuantizeReport& r) {
 
 void print_summary(const QuantizeReport& r) {
   std::map<std::string, int> formats;
-  int fell_back = 0;
+  int kept = 0, fell_back = 0;
   for (const auto& l : r.layers) {
-    formats[l.format]++;
+    if (l.format == "keep") ++kept;
+    else formats[l.format]++;
     fell_back += l.fell_back;
   }
   std::string mix;
   for (const auto& [name, count] : formats) mix += fmt::format("{}{} {}", mix.empty() ? "" : ", ", count, name);
   double gbps = r.seconds > 0 ? static_cast<double>(r.source_bytes) / r.seconds / 1e9 : 0;
-  std::cout << fmt::format("quantized {} linear layers ({}){}: {} -> {} in {:.2f} s ({:.2f} GB/s of source)\n",
-                           r.layers.size(), mix,
-                           fell_back ? fmt::format(", {} kept by fallback", fell_back) : "",
-                           human_bytes(r.source_bytes), human_bytes(r.output_bytes), r.seconds, gbps);
+  std::cout << fmt::format("{} of {} linear layers quantized ({}); {} kept{}\n", r.layers.size() - kept,
+                           r.layers.size(), mix.empty() ? "none" : mix, kept,
+                           fell_back ? fmt::format(" ({} by fallback=keep)", fell_back) : "");
+  std::cout << fmt::format("{} -> {} in {:.2f} s ({:.2f} GB/s of source)\n", human_bytes(r.source_bytes),
+                           human_bytes(r.output_bytes), r.seconds, gbps);
   for (const auto& f : r.files) std::cout << "  " << f << "\n";
 }
 
