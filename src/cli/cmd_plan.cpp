@@ -40,13 +40,18 @@ void print_table(const Plan& plan, const std::vector<int>* max_tp) {
     const std::string format = l.format_name();
     table.add({l.prefix(), format.empty() ? "-" : format, l.method,
                fmt::format("{} x {}", l.layer.out_features, l.layer.in_features), split_text(l),
-               l.admits_tp ? "ok" : "no", l.reason.empty() ? "" : l.reason});
+               l.admits_tp ? "ok" : "no", !l.reason.empty() && l.reason == plan.error() ? "(the error below)" : l.reason});
   }
   std::cout << table.str();
   if (max_tp) std::cout << "\nadmitted tp degrees (1..64): " << degrees_text(*max_tp) << "\n";
   if (!plan.warnings().empty()) {
+    constexpr size_t kShown = 4;
     std::cout << "\nwarnings:\n";
-    for (const auto& w : plan.warnings()) std::cout << "  - " << w << "\n";
+    for (size_t i = 0; i < plan.warnings().size() && i < kShown; ++i)
+      std::cout << "  - " << plan.warnings()[i] << "\n";
+    if (plan.warnings().size() > kShown)
+      std::cout << fmt::format("  ... and {} more (--json or mixq inspect lists them all)\n",
+                               plan.warnings().size() - kShown);
   }
 }
 

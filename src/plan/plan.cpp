@@ -95,8 +95,10 @@ Plan Plan::build(const Checkpoint& checkpoint, const PlanOptions& options) {
     entry.layer = std::move(layer);
     entry.embedding = is_embedding_name(entry.prefix());
     classify_parallel(entry.prefix(), entry.parallel, entry.parts);
-    for (const auto& w : entry.layer.warnings)
-      plan.warnings_.push_back(fmt::format("layer '{}': {}", entry.prefix(), w));
+    for (const auto& w : entry.layer.warnings)  // the format's warnings name the layer already
+      plan.warnings_.push_back(w.find(entry.prefix()) == std::string::npos
+                                   ? fmt::format("layer '{}': {}", entry.prefix(), w)
+                                   : w);
     plan.layers_.push_back(std::move(entry));
   }
   PlanState state{checkpoint, plan.markers_, plan.layers_, {}};
