@@ -141,12 +141,12 @@ void bind_linear(nb::module_& m) {
           }, "The method that runs the layer, e.g. 'int8_convrot'.")
       .def_prop_ro("kernel", [](const PyLinear& s) { return std::string(s.linear->kernel_name()); },
                    "The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ...")
-      .def("forward", &forward, nb::arg("x"), nb::arg("out") = nb::none(),
+      .def("forward", &forward, nb::arg("x").none(), nb::arg("out").none() = nb::none(),
            "y = x·Wᵀ + b for x [..., in_features] (NumPy array or CPU tensor with\n"
            "__dlpack__; float32 is used without a copy when C-contiguous, float16,\n"
            "bfloat16 and float64 are converted). Returns a float32 NumPy array\n"
            "[..., out_features], or writes into `out` (float32, C-contiguous) and returns it.")
-      .def("__call__", &forward, nb::arg("x"), nb::arg("out") = nb::none())
+      .def("__call__", &forward, nb::arg("x").none(), nb::arg("out").none() = nb::none())
       .def("dequantize", &dequantize, nb::arg("basis") = "original",
            "The weight as float32 [out_features, in_features]; basis='original' undoes\n"
            "ConvRot rotations, 'stored' keeps the rotated basis.")

@@ -132,7 +132,8 @@ def test_dlpack_inputs(ckpt):
     # bfloat16: the same as float32 input holding the bf16-rounded values.
     bf16 = DLPackArray.bfloat16(x)
     np.testing.assert_array_equal(layer.forward(bf16), layer.forward(bf16_round(x)))
-    assert rel(layer.forward(bf16), y) < 0.02
+    # (MXFP8 re-quantizes the bf16-rounded activations: a few % apart.)
+    assert rel(layer.forward(bf16), y) < 0.05
 
 
 def test_out_parameter(ckpt):

@@ -41,7 +41,10 @@ def test_stub_classes_declare_exactly_their_members():
 
 
 def test_readme_example_runs(tmp_path):
-    example = PYTHON_DIR / "README-example.py"
+    # Run a copy: next to the original, `import mixq` would find the source
+    # folder python/mixq (no extension there) before the installed package.
+    example = tmp_path / "example.py"
+    example.write_text((PYTHON_DIR / "README-example.py").read_text())
     result = subprocess.run([sys.executable, str(example)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
