@@ -3,10 +3,11 @@
 //  (1) the fast kernel equals the reference bit for bit (see test_kernels_int:
 //      same operations in the same order, exact int32 accumulation), and
 //  (2) the result approximates a float linear over the dequantized weight
-//      within the format's quantization error. Measured relative L2 errors
-//      (K=256, N=96, Gaussian data): int8 ~0.5-1 %, int8+ConvRot ~0.5-1 %,
-//      W4A4 int4 ~10-13 %, W4A4 with int8 activations ~7-9 %; the bounds below
-//      leave ~2x room.
+//      within the format's activation-quantization error. Measured relative L2
+//      errors vs the dequantized weight (K=256, N=96, M=33, Gaussian data):
+//      int8 rowwise/tensorwise/ConvRot 0.67-0.71 %, W4A4 int4 activations
+//      12.2 %, W4A4 int8 activations 0.71 % (vs the unquantized source weight:
+//      1.0-1.3 %, 17 % and 12.5 %). The bounds below leave 2-3x room.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,12 +53,12 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& want) {
 const std::vector<Config>& configs() {
   static const std::vector<Config> c = {
       {"int8_tensorwise", {}, 0.02},
-      {"int8_tensorwise", {{"per_channel", false}}, 0.03},
+      {"int8_tensorwise", {{"per_channel", false}}, 0.02},
       {"int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 16}}, 0.02},
       {"int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 64}}, 0.02},
       {"int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}}, 0.02},
       {"convrot_w4a4", {{"convrot_groupsize", 64}}, 0.25},
-      {"convrot_w4a4", {{"convrot_groupsize", 256}, {"linear_dtype", "int8"}}, 0.18},
+      {"convrot_w4a4", {{"convrot_groupsize", 256}, {"linear_dtype", "int8"}}, 0.02},
   };
   return c;
 }
