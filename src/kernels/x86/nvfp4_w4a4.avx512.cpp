@@ -21,6 +21,7 @@
 #include "kernels/parallel.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
+#include "mixq/linear.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -75,7 +76,7 @@ inline __m512i doubled_e2m1(__m512 v) {
 }
 
 float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
-  std::vector<float> part(64, 0.0f);
+  std::vector<float> part(static_cast<size_t>(std::max(1, num_threads())), 0.0f);
   parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t r = begin; r < end; ++r)

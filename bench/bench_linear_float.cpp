@@ -1,0 +1,129 @@
+// Side-by-side benchmark of the float-family kernels (NVFP4 W4A4, FP8 E4M3,
+// MXFP8) against oneDNN on the same shapes, with this machine's int8/bf16 dot
+// peaks and read bandwidth measured in the same run (bench/support).
+//
+//   build/bench/bench_linear_float [--quick]
+//
+// Compute-bound rows (M = 4096, K = N = 3072): our time includes activation
+// quantization; oneDNN's does not (it gets ready u8/bf16 operands). NVFP4 is
+// compared with oneDNN u8·s8→f32, FP8/MXFP8 with oneDNN bf16. Memory-bound
+// rows (M = 1): weights cycle through >= 512 MiB of distinct copies so they
+// come from DRAM; "GB/s" counts our packed weight bytes (0.5625 B/weight for
+// NVFP4) and is compared with the streaming read bandwidth of this run.
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "linear/synthetic_layer.hpp"
+#include "mixq/error.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
+#include "support/calibrate.hpp"
+#include "support/onednn.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq;
+
+struct Lin {
+  std::unique_ptr<linear::SyntheticLayer> layer;
+  std::vector<std::unique_ptr<Linear>> copies;
+};
+
+Lin make(const char* format, int64_t n, int64_t k, int copies) {
+  const FormatTraits* f = find_format(format);
+  if (!f) throw Error(std::string("unknown format ") + format);
+  Lin l;
+  l.layer = linear::make_random_layer(*f, nlohmann::json::object(), n, k, 42, true);
+  for (int c = 0; c < copies; ++c) l.copies.push_back(Linear::create(l.layer->layer));
+  return l;
+}
+
+std::vector<float> random_x(int64_t count) {
+  std::vector<float> x(static_cast<size_t>(count));
+  uint32_t s = 12345;
+  for (float& v : x) {
+    s = s * 1664525u + 1013904223u;
+    v = (static_cast<float>(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
+  }
+  return x;
+}
+
+void compute_bound(int threads, double int8_peak, double bf16_peak) {
+  const int64_t m = 4096, k = 3072, n = 3072;
+  const double ops = 2.0 * m * n * k;
+  bench::set_threads(threads);
+  const std::vector<float> x = random_x(m * k);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  bench::OnednnMatmul u8(bench::OnednnType::u8s8_f32, m, k, n);
+  bench::OnednnMatmul bf(bench::OnednnType::bf16_f32, m, k, n);
+  const double t_u8 = bench::time_calls([&] { u8.run(); }, 0.3, 5).median;
+  const double t_bf = bench::time_calls([&] { bf.run(); }, 0.3, 5).median;
+  struct Row { const char* format; bool int8; };
+  for (Row r : {Row{"nvfp4", true}, Row{"float8_e4m3fn", false}, Row{"mxfp8", false}}) {
+    Lin l = make(r.format, n, k, 1);
+    const Linear& lin = *l.copies[0];
+    const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
+    const double base = r.int8 ? t_u8 : t_bf, peak = r.int8 ? int8_peak : bf16_peak;
+    std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-6s | %8.1f ms | %7.0f | %s (%s %.1f ms) | %4.0f %% of %s peak |\n",
+                r.format, (long long)m, (long long)k, (long long)n, threads,
+                std::string(lin.kernel_name()).c_str(), t * 1e3, ops / t / 1e9,
+                bench::ratio(base, t).c_str(), r.int8 ? "oneDNN u8s8" : "oneDNN bf16", base * 1e3,
+                100.0 * ops / t / 1e9 / peak, r.int8 ? "int8" : "bf16");
+    std::fflush(stdout);
+  }
+}
+
+void memory_bound(int threads, double read_bw) {
+  bench::set_threads(threads);
+  struct Shape { int64_t k, n; };
+  for (Shape s : {Shape{3072, 3072}, Shape{5376, 21504}, Shape{14336, 5376}}) {
+    const double wbytes = 0.5625 * double(s.k) * double(s.n);
+    const int copies = std::max(1, static_cast<int>((512.0 * (1 << 20)) / wbytes + 0.999));
+    Lin l = make("nvfp4", s.n, s.k, copies);
+    const std::vector<float> x = random_x(s.k);
+    std::vector<float> y(static_cast<size_t>(s.n));
+    size_t next = 0;
+    const double t = bench::time_calls([&] {
+      l.copies[next]->forward(x.data(), 1, y.data());
+      next = (next + 1) % l.copies.size();
+    }, 0.3, 7).median;
+    bench::OnednnMatmul u8(bench::OnednnType::u8s8_f32, 1, s.k, s.n,
+                           std::max(1, static_cast<int>((512.0 * (1 << 20)) / (double(s.k) * s.n) + 0.999)));
+    const double t_u8 = bench::time_calls([&] { u8.run(); }, 0.3, 7).median;
+    const double gbs = wbytes / t / 1e9;
+    std::printf("| nvfp4 | M=1 K=%lld N=%lld | %d | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s) | oneDNN u8s8 %.1f us (%.1f GB/s of int8 weights) | %s |\n",
+                (long long)s.k, (long long)s.n, threads, t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw,
+                t_u8 * 1e6, u8.weight_bytes() / t_u8 / 1e9, bench::ratio(t_u8, t).c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (kernels::best_isa() != kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
+    std::printf("bench_linear_float: needs AVX-512 VNNI + BF16 (the fast float kernels); skipping\n");
+    return 0;
+  }
+  const int threads = 2;
+  const auto int8_peak = bench::int8_vnni_peak_gops(threads);
+  const auto bf16_peak = bench::bf16_dot_peak_gflops(threads);
+  const auto read_bw = bench::read_bandwidth_gbs(threads);
+  std::printf("# same-run limits (%d threads): int8 VNNI %.0f GOPS, bf16 dot %.0f GFLOPS, read %.1f GB/s (median)\n\n",
+              threads, int8_peak.median, bf16_peak.median, read_bw.median);
+  std::printf("| format | shape | threads | kernel | time | G(FL)OPS | ours vs oneDNN (same shape) | fraction of peak |\n|---|---|---|---|---|---|---|---|\n");
+  compute_bound(threads, int8_peak.median, bf16_peak.median);
+  if (!quick) {
+    const auto p1 = bench::int8_vnni_peak_gops(1), b1 = bench::bf16_dot_peak_gflops(1);
+    compute_bound(1, p1.median, b1.median);
+  }
+  std::printf("\n| format | shape | threads | time | weight stream | vs read bandwidth | oneDNN | oneDNN time / ours |\n|---|---|---|---|---|---|---|---|\n");
+  memory_bound(threads, read_bw.median);
+  return 0;
+}
