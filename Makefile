@@ -7,7 +7,7 @@ FUZZ_PACKAGES   := clang libclang-rt-14-dev
 FUZZ_SECONDS    ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan bench fuzz clean
+.PHONY: all deps build demo test test-python test-asan bench fuzz conformance clean
 
 all: build
 
@@ -32,6 +32,15 @@ demo: build
 
 test: build
 	ctest --preset release
+	./scripts/python_test.sh
+
+# The Python package alone (venv under build/venv, pytest).
+test-python: build
+	./scripts/python_test.sh
+
+# Cross-check against comfy-kitchen (downloads PyTorch; not part of `make test`).
+conformance: build
+	./conformance/run.sh
 
 test-asan: deps
 	cmake --preset asan >/dev/null
