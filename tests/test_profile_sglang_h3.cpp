@@ -111,5 +111,31 @@ TEST(ProfileSglangH3, FullPrecisionFp8CompanionOnFusedQkvIsRefused) {
   expect_rejected(plan_of(ck, kH3), {"ValueError", "does not support fused linears", "blocks.0.attn.qkv_proj"});
 }
 
+TEST(ProfileSglangH3, SeparateQkvMustFormCompleteTriplesWithOneMarker) {
+  PlanFixture ok;
+  for (const char* p : {"q_proj", "k_proj", "v_proj"})
+    ok.quantized(std::string("blocks.0.attn.") + p, "int8_tensorwise", 256, 256, kInt8);
+  Checkpoint ok_ck = ok.open();
+  Plan plan = plan_of(ok_ck, kH3);
+  expect_accepted(plan);
+  // Each of q, k, v holds 2 heads of 128: tp 4 would split a head.
+  EXPECT_EQ(plan.tp_problem(layer_of(plan, "blocks.0.attn.k_proj"), 2), "");
+  EXPECT_NE(plan.tp_problem(layer_of(plan, "blocks.0.attn.k_proj"), 4).find("2 attention heads"), std::string::npos);
+
+  PlanFixture partial;
+  partial.quantized("blocks.0.attn.q_proj", "int8_tensorwise", 256, 256, kInt8)
+      .quantized("blocks.0.attn.k_proj", "int8_tensorwise", 256, 256, kInt8);
+  Checkpoint partial_ck = partial.open();
+  expect_rejected(plan_of(partial_ck, kH3), {"ValueError", "expected q, k, and v", "found q_proj, k_proj"});
+  expect_accepted(plan_of(partial_ck, "sglang"));  // only the H3 loader merges them
+
+  PlanFixture mixed;
+  mixed.quantized("blocks.0.attn.q_proj", "int8_tensorwise", 256, 256, kInt8)
+      .quantized("blocks.0.attn.k_proj", "int8_tensorwise", 256, 256, kInt8)
+      .quantized("blocks.0.attn.v_proj", "int8_tensorwise", 256, 256, {{"convrot", true}, {"convrot_groupsize", 64}});
+  Checkpoint mixed_ck = mixed.open();
+  expect_rejected(plan_of(mixed_ck, kH3), {"ValueError", "collide", "blocks.0.attn.qkv_proj"});
+}
+
 }  // namespace
 }  // namespace mixq::testing

@@ -4,9 +4,11 @@
 // the Comfy layout flags (swizzled block scales, nibble swap, native QKV rows)
 // and dispatches INT8 (ConvRot) and FP8 layers to inner configs; any other
 // companion raises NotImplementedError. Without nvfp4 it falls back to the
-// generic resolver. H3 tensor parallelism also needs whole attention heads per
+// generic resolver. Separate q/k/v projections must form complete triples with
+// one marker (§3.5). H3 tensor parallelism also needs whole attention heads per
 // rank (head_dim 128, §4.4).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -46,7 +48,49 @@ std::string method(const PlanState& state, const LayerPlan& layer, std::string b
   return sglang::method(state, layer, std::move(base));
 }
 
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Separate q/k/v projections (§3.5): the H3 loader merges
+// `...attn.{q,k,v}_proj` into `...attn.qkv_proj`, so they must come as
+// complete triples, and their markers must agree once mapped onto one prefix.
+std::string separate_qkv_problem(PlanState& state) {
+  constexpr std::string_view kParts[] = {"q_proj", "k_proj", "v_proj"};
+  std::map<std::string, std::vector<const LayerPlan*>> triples;  // "<...>.attn." -> q, k, v
+  for (const LayerPlan& layer : state.layers) {
+    for (size_t i = 0; i < 3; ++i) {
+      const std::string suffix = "attn." + std::string(kParts[i]);
+      if (!ends_with(layer.prefix(), suffix)) continue;
+      auto& slot = triples[layer.prefix().substr(0, layer.prefix().size() - kParts[i].size())];
+      slot.resize(3, nullptr);
+      slot[i] = &layer;
+    }
+  }
+  for (const auto& [base, parts] : triples) {
+    std::string found;
+    for (size_t i = 0; i < 3; ++i)
+      if (parts[i]) found += (found.empty() ? "" : ", ") + std::string(kParts[i]);
+    if (!parts[0] || !parts[1] || !parts[2])
+      return raises(sglang::kRuntime, "ValueError",
+                    fmt::format("separate QKV layer '{}qkv_proj' expected q, k, and v projections, found {}",
+                                base, found));
+    const Marker* q = state.marker(*parts[0]);
+    for (size_t i = 1; i < 3; ++i) {
+      const Marker* other = state.marker(*parts[i]);
+      const bool same = (!q && !other) || (q && other && q->format == other->format && q->params == other->params);
+      if (!same)
+        return raises(sglang::kRuntime, "ValueError",
+                      fmt::format("Comfy markers collide after parameter mapping: '{}' and '{}' both map to "
+                                  "'{}qkv_proj' with different markers",
+                                  parts[0]->prefix(), parts[i]->prefix(), base));
+    }
+  }
+  return {};
+}
+
 std::string resolve(PlanState& state) {
+  if (std::string problem = separate_qkv_problem(state); !problem.empty()) return problem;
   if (!nvfp4_declared(state.markers)) return sglang::resolve_generic(state);
   if (std::string problem = sglang::inspect_all(state); !problem.empty()) return problem;
 
@@ -94,8 +138,10 @@ std::string resolve(PlanState& state) {
 // Every rank needs whole attention heads: the q, k and v parts of a fused
 // qkv_proj hold heads of 128 rows each (56 heads in the full model).
 std::string tp_rule(const LayerPlan& layer, int tp) {
-  if (layer.parallel != Parallel::column || layer.parts != 3) return {};
-  const int64_t part = layer.layer.out_features / 3;
+  const bool separate = ends_with(layer.prefix(), "attn.q_proj") || ends_with(layer.prefix(), "attn.k_proj") ||
+                        ends_with(layer.prefix(), "attn.v_proj");
+  if (layer.parallel != Parallel::column || (layer.parts != 3 && !separate)) return {};
+  const int64_t part = layer.layer.out_features / layer.parts;
   if (part % kHeadDim != 0) return {};
   const int64_t heads = part / kHeadDim;
   if (heads % tp != 0)
