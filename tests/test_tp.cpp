@@ -131,6 +131,15 @@ TEST(TensorParallel, FusedColumnLayersSplitEachPart) {
   EXPECT_NE(plan.tp_problem(fc1, 8).find("each of the 2 fused parts"), std::string::npos);
   EXPECT_EQ(plan.tp_problem(adaln, 8), "");  // 24 rows, not fused
   EXPECT_NE(plan.tp_problem(adaln, 5), "");
+
+  // A "qkv_proj" of another model whose rows do not form 3 parts: fine unsplit, refused when split.
+  PlanFixture odd;
+  odd.dense("layers.0.attn.qkv_proj", 10, 16);
+  Checkpoint odd_ck = odd.open();
+  Plan odd_plan = plan_of(odd_ck, "comfyui");
+  expect_accepted(odd_plan);
+  EXPECT_NE(odd_plan.tp_problem(layer_of(odd_plan, "layers.0.attn.qkv_proj"), 2).find("3 equal parts"),
+            std::string::npos);
 }
 
 TEST(TensorParallel, TpOptionRejectsLayersThatDoNotAdmitIt) {

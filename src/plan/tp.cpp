@@ -32,6 +32,7 @@ std::string Plan::tp_problem(const LayerPlan& entry, int tp) const {
   const Layer& layer = entry.layer;
   if (tp < 1) return fmt::format("tensor-parallel degree {} is not >= 1", tp);
   if (!layer.format || !layer.problem.empty()) return {};
+  if (tp == 1) return {};  // nothing is split (validation already checked the layout at full K)
   switch (entry.parallel) {
     case Parallel::replicated:
       return {};
