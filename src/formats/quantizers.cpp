@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -39,26 +40,36 @@ int ceil_log2(float r) {
   return mantissa == 0.5f ? exponent - 1 : exponent;
 }
 
+// Rows are independent: split them over the thread pool (serial when nested
+// inside another parallel_for, or for small inputs).
+template <class Body>
+void each_row(int64_t rows, int64_t row_len, Body body) {
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_len));
+  kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) body(r);
+  });
+}
+
 }  // namespace
 
 void q8row(const float* x, int64_t m, int64_t k, int8_t* q, float* scale) {
   check_shape("q8row", m, k);
-  for (int64_t r = 0; r < m; ++r) {
+  each_row(m, k, [&](int64_t r) {
     const float* row = x + r * k;
     const float s = std::max(absmax(row, k) / 127.0f, 1e-30f);
     scale[r] = s;
     for (int64_t i = 0; i < k; ++i) q[r * k + i] = static_cast<int8_t>(clamp_rint(row[i] / s, -128, 127));
-  }
+  });
 }
 
 void q4row(const float* x, int64_t m, int64_t k, int8_t* q, float* scale) {
   check_shape("q4row", m, k);
-  for (int64_t r = 0; r < m; ++r) {
+  each_row(m, k, [&](int64_t r) {
     const float* row = x + r * k;
     const float s = std::max(absmax(row, k), 1e-10f) / 7.0f;
     scale[r] = s;
     for (int64_t i = 0; i < k; ++i) q[r * k + i] = static_cast<int8_t>(clamp_rint(row[i] / s, -7, 7));
-  }
+  });
 }
 
 Nvfp4Blocks quantize_nvfp4(const float* x, int64_t m, int64_t k, std::optional<float> global_scale) {
@@ -84,7 +95,7 @@ Nvfp4Blocks quantize_nvfp4(const float* x, int64_t m, int64_t k, std::optional<f
   }
   out.global_scale = g;
 
-  for (int64_t r = 0; r < m; ++r) {
+  each_row(m, k, [&](int64_t r) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const int64_t begin = b * 16, end = std::min(k, begin + 16);
       const float* src = x + r * k;
@@ -98,7 +109,7 @@ Nvfp4Blocks quantize_nvfp4(const float* x, int64_t m, int64_t k, std::optional<f
       for (int64_t i = begin; i < end; ++i)
         codes[i] = f32_to_e2m1(std::clamp(src[i] / block, -6.0f, 6.0f));
     }
-  }
+  });
   return out;
 }
 
@@ -112,7 +123,7 @@ Mxfp8Blocks quantize_mxfp8(const float* x, int64_t m, int64_t k) {
   out.exponents.assign(static_cast<size_t>(out.rows * blocks_per_row), 0);
   const float min_ratio = std::ldexp(1.0f, -127);
 
-  for (int64_t r = 0; r < m; ++r) {
+  each_row(m, k, [&](int64_t r) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const int64_t begin = b * 32, end = std::min(k, begin + 32);
       const float* src = x + r * k;
@@ -127,20 +138,25 @@ Mxfp8Blocks quantize_mxfp8(const float* x, int64_t m, int64_t k) {
       uint8_t* codes = out.codes.data() + r * out.cols;
       for (int64_t i = begin; i < end; ++i) codes[i] = f32_to_e4m3(std::clamp(src[i] / scale, -448.0f, 448.0f));
     }
-  }
+  });
   return out;
 }
 
 void quantize_fp8(const float* x, int64_t count, float scale, DType fp8_dtype, uint8_t* out) {
   if (count < 0) fail("quantize_fp8: negative count {}", count);
-  const float inv = 1.0f / scale;
-  if (fp8_dtype == DType::F8_E4M3) {
-    for (int64_t i = 0; i < count; ++i) out[i] = f32_to_e4m3(std::clamp(x[i] * inv, -448.0f, 448.0f));
-  } else if (fp8_dtype == DType::F8_E5M2) {
-    for (int64_t i = 0; i < count; ++i) out[i] = f32_to_e5m2(std::clamp(x[i] * inv, -57344.0f, 57344.0f));
-  } else {
+  if (fp8_dtype != DType::F8_E4M3 && fp8_dtype != DType::F8_E5M2)
     fail("quantize_fp8: unsupported output type {} (F8_E4M3 or F8_E5M2)", dtype_name(fp8_dtype));
-  }
+  const float inv = 1.0f / scale;
+  const bool e4m3 = fp8_dtype == DType::F8_E4M3;
+  const float max = e4m3 ? 448.0f : 57344.0f;
+  constexpr int64_t kChunk = 16384;
+  each_row((count + kChunk - 1) / kChunk, kChunk, [&](int64_t chunk) {
+    const int64_t end = std::min(count, (chunk + 1) * kChunk);
+    for (int64_t i = chunk * kChunk; i < end; ++i) {
+      const float v = std::clamp(x[i] * inv, -max, max);
+      out[i] = e4m3 ? f32_to_e4m3(v) : f32_to_e5m2(v);
+    }
+  });
 }
 
 }  // namespace mixq::quant

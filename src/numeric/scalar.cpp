@@ -28,26 +28,26 @@ struct Minifloat {
 // value, ties to even, and returns the code without the sign bit; returns -1 on
 // overflow past the largest exponent field.
 //
-// Method: pick the binade e = max(floor(log2 |v|), emin); the spacing there is
-// q = 2^(e - mant_bits). n = rint(|v| / q) is exact (division by a power of
-// two) and lies in [0, 2^(mant_bits+1)]; n == 2^(mant_bits+1) carries into the
-// next binade. In the lowest binade n < 2^mant_bits is a subnormal.
+// Normal range (f32 exponent >= emin): drop the low 23 - mant_bits mantissa
+// bits of the f32 pattern with round-half-even; a carry moves into the
+// exponent, which is the correct result. Rebiasing the exponent gives the code.
+// Below emin the spacing is fixed at 2^(emin - mant_bits): n = rint(|v| /
+// spacing) is exact (power-of-two scaling) and n == 2^mant_bits is the
+// smallest normal, whose code is also n.
 int encode_magnitude(float magnitude, const Minifloat& f) {
-  if (magnitude == 0.0f) return 0;
   const int emin = 1 - f.bias;
-  int e = std::ilogb(magnitude);
-  if (e < emin) e = emin;
-  const float n_real = std::ldexp(magnitude, f.mant_bits - e);
-  auto n = static_cast<int64_t>(std::nearbyint(n_real));  // default mode: ties to even
-  const int64_t hidden = int64_t{1} << f.mant_bits;
-  if (e == emin && n < hidden) return static_cast<int>(n);  // subnormal (or zero)
-  if (n == 2 * hidden) {
-    n = hidden;
-    ++e;
+  const auto bits = std::bit_cast<uint32_t>(magnitude);
+  const int f32_exp = static_cast<int>(bits >> 23) - 127;
+  if (f32_exp < emin) {
+    const float n = std::nearbyint(std::ldexp(magnitude, f.mant_bits - emin));  // ties to even
+    return static_cast<int>(n);
   }
-  const int exp_field = e + f.bias;
-  if (exp_field > f.max_exp_field) return -1;
-  return (exp_field << f.mant_bits) | static_cast<int>(n - hidden);
+  const int shift = 23 - f.mant_bits;
+  const uint32_t half = (1u << (shift - 1)) - 1u + ((bits >> shift) & 1u);
+  const int64_t rounded = static_cast<int64_t>((bits + half) >> shift);
+  const int64_t code = rounded - (static_cast<int64_t>(127 - f.bias) << f.mant_bits);
+  if ((code >> f.mant_bits) > f.max_exp_field) return -1;
+  return static_cast<int>(code);
 }
 
 float decode_minifloat(uint32_t code, const Minifloat& f) {
@@ -70,7 +70,6 @@ constexpr Minifloat kE2M1{1, 1, 3, 3};
 
 constexpr float kE4M3Max = 448.0f;
 constexpr float kE5M2Max = 57344.0f;
-constexpr float kE2M1Max = 6.0f;
 
 template <int Bits>
 std::array<float, (1 << Bits)> decode_table(const Minifloat& f) {
@@ -169,8 +168,13 @@ float e2m1_to_f32(uint8_t code) { return e2m1_table()[code & 0xF]; }
 uint8_t f32_to_e2m1(float value) {
   if (std::isnan(value)) return 0;
   const uint8_t sign = std::signbit(value) ? 0x8 : 0;
-  const float magnitude = std::fmin(std::fabs(value), kE2M1Max);
-  return sign | static_cast<uint8_t>(encode_magnitude(magnitude, kE2M1));
+  // Hot in NVFP4 quantization: compare against the midpoints of the grid
+  // 0, .5, 1, 1.5, 2, 3, 4, 6; a midpoint goes to the even code (<= or <).
+  // Equal to encode_magnitude(min(|v|, 6), kE2M1), as the tests check.
+  const float m = std::fabs(value);
+  const uint8_t code = m <= 0.25f ? 0 : m < 0.75f ? 1 : m <= 1.25f ? 2 : m < 1.75f ? 3
+                     : m <= 2.5f  ? 4 : m < 3.5f  ? 5 : m <= 5.0f  ? 6 : 7;
+  return sign | code;
 }
 
 float e8m0_to_f32(uint8_t code) {
