@@ -57,8 +57,10 @@ class ProgressLine {
     }
     double seconds = std::chrono::duration<double>(now - phase_start_).count();
     double rate = seconds > 0 ? static_cast<double>(p.bytes_done) / seconds : 0;
+    const int filled = p.bytes_total ? static_cast<int>(20 * p.bytes_done / p.bytes_total) : 20;
+    std::string bar = std::string(filled, '#') + std::string(20 - filled, '.');
     std::string line = fmt::format(
-        "{:<8} {:>5}/{:<5} {}  {} / {}  {}/s", p.phase, p.done, p.total,
+        "{:<8} [{}] {:>5}/{:<5} {}  {} / {}  {}/s", p.phase, bar, p.done, p.total,
         p.phase == "quantize" ? "layers " : "tensors", human_bytes(p.bytes_done),
         human_bytes(p.bytes_total), human_bytes(static_cast<uint64_t>(rate)));
     std::fprintf(stderr, "\r%-78s", line.c_str());
