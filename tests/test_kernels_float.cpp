@@ -28,7 +28,9 @@ namespace x86 = kernels::x86;
 
 const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
 
-bool has_avx512() { return kernels::best_isa() == kernels::Isa::avx512; }
+bool has_avx512() {
+  return kernels::best_isa() == kernels::Isa::avx512 && x86::nvfp4_avx512_supported();
+}
 
 // An NVFP4 weight as a checkpoint stores it: hi-first packed codes and
 // swizzled E4M3 block scales.

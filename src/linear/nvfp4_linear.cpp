@@ -52,7 +52,7 @@ class Nvfp4Linear final : public FloatLinear {
     const bool fast = use_avx512(options);
     if (full_precision_) {
       build_full_precision(codes, scales, blocks, fast);
-    } else if (fast) {
+    } else if (fast && kernels::x86::nvfp4_avx512_supported()) {
       packed_ = kernels::x86::nvfp4_pack(codes, rows_, row_bytes_, scales, n, global_);
       if (packed_.fast_ok) kernel_ = "avx512";
       else packed_ = {};

@@ -7,6 +7,11 @@
 
 namespace mixq::kernels::x86 {
 
+bool nvfp4_avx512_supported() {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return vbmi;
+}
+
 Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
                        int64_t n, float global) {
   Nvfp4Packed p;

@@ -1,7 +1,7 @@
 // NVFP4 W4A4 with AVX-512 VNNI (layout and arithmetic: nvfp4_w4a4.hpp).
 //
 // Small M (< kLargeM rows): weights are streamed once, decoded in registers
-// (vpshufb LUT) and used for every row; each thread takes a contiguous range
+// (vpermb LUT) and used for every row; each thread takes a contiguous range
 // of panels and walks J panels side by side (J independent read streams).
 // Large M: per chunk of kRowChunk rows (activations stay in L2), each group of
 // J panels is decoded once into a small per-thread buffer (L2) and then
@@ -142,7 +142,9 @@ void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
 
 namespace {
 
-// vpshufb table: nibble code -> 12 + 2·e2m1(code).
+// Nibble code -> 12 + 2·e2m1(code), as a 64-byte `vpermb` table holding the
+// 16 entries four times: vpermb reads index bits 0-5, so bits 4-5 (the other
+// nibble, or bits shifted in from the neighbour byte) need no masking.
 inline __m512i weight_lut() {
   return _mm512_broadcast_i32x4(
       _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
@@ -159,13 +161,12 @@ inline __m512 decode_e4m3x16(const uint8_t* p) {
 }
 
 inline void decode_raw(const uint8_t* src, __m512i lut, __m512i* w, __m512* s) {
-  const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i v0 = _mm512_loadu_si512(src);
   const __m512i v1 = _mm512_loadu_si512(src + 64);
-  w[0] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v0, low));
-  w[1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v0, 4), low));
-  w[2] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v1, low));
-  w[3] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v1, 4), low));
+  w[0] = _mm512_permutexvar_epi8(v0, lut);
+  w[1] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v0, 4), lut);
+  w[2] = _mm512_permutexvar_epi8(v1, lut);
+  w[3] = _mm512_permutexvar_epi8(_mm512_srli_epi16(v1, 4), lut);
   *s = decode_e4m3x16(src + 128);
 }
 
@@ -198,26 +199,34 @@ void micro(const Job& job, int64_t m0, const uint8_t* const* src, int64_t panel0
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < J; ++j) acc[i][j] = _mm512_setzero_ps();
   const __m512i lut = weight_lut();
+  // acc[i][j] += (S_x·S_w)·dot(block b) for row i, panel j.
+  auto update = [&](int i, int64_t b, const __m512i* w, __m512 s, __m512& acc_ij) {
+    const int64_t row = (m0 + i) * blocks + b;
+    const int8_t* xq = a.q.data() + row * 16;
+    const __m512 sx = _mm512_set1_ps(a.scale[static_cast<size_t>(row)]);
+    __m512i d = _mm512_set1_epi32(a.comp[static_cast<size_t>(row)]);
+    d = _mm512_dpbusd_epi32(d, w[0], bcast32(xq));
+    d = _mm512_dpbusd_epi32(d, w[1], bcast32(xq + 4));
+    d = _mm512_dpbusd_epi32(d, w[2], bcast32(xq + 8));
+    d = _mm512_dpbusd_epi32(d, w[3], bcast32(xq + 12));
+    acc_ij = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(s, sx), acc_ij);
+  };
+  // Loop orders chosen from objdump so that g++ 12 keeps every accumulator in
+  // a register: decoded panels are loaded up front and rows walk all J panels;
+  // raw panels are decoded one at a time (only 4 weight vectors live).
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512i w[J][4];
-    __m512 s[J];
-    for (int j = 0; j < J; ++j) {
-      if constexpr (Decoded)
-        load_decoded(src[j] + b * kDecodedBlockBytes, w[j], &s[j]);
-      else
-        decode_raw(src[j] + b * kNvfp4PanelBlockBytes, lut, w[j], &s[j]);
-    }
-    for (int i = 0; i < MR; ++i) {
-      const int64_t row = (m0 + i) * blocks + b;
-      const int8_t* xq = a.q.data() + row * 16;
-      const __m512 sx = _mm512_set1_ps(a.scale[static_cast<size_t>(row)]);
-      const __m512i comp = _mm512_set1_epi32(a.comp[static_cast<size_t>(row)]);
+    if constexpr (Decoded) {
+      __m512i w[J][4];
+      __m512 s[J];
+      for (int j = 0; j < J; ++j) load_decoded(src[j] + b * kDecodedBlockBytes, w[j], &s[j]);
+      for (int i = 0; i < MR; ++i)
+        for (int j = 0; j < J; ++j) update(i, b, w[j], s[j], acc[i][j]);
+    } else {
       for (int j = 0; j < J; ++j) {
-        __m512i d = _mm512_dpbusd_epi32(comp, w[j][0], bcast32(xq));
-        d = _mm512_dpbusd_epi32(d, w[j][1], bcast32(xq + 4));
-        d = _mm512_dpbusd_epi32(d, w[j][2], bcast32(xq + 8));
-        d = _mm512_dpbusd_epi32(d, w[j][3], bcast32(xq + 12));
-        acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(s[j], sx), acc[i][j]);
+        __m512i w[4];
+        __m512 s;
+        decode_raw(src[j] + b * kNvfp4PanelBlockBytes, lut, w, &s);
+        for (int i = 0; i < MR; ++i) update(i, b, w, s, acc[i][j]);
       }
     }
   }

@@ -11,7 +11,7 @@
 //                    code(k = 16b+i) in the low nibble, code(16b+4+i) high;
 //   bytes [64, 128): k-octet 1, the same for k = 16b+8+i and 16b+12+i;
 //   bytes [128,144): the 16 rows' E4M3 block scales.
-// A `vpshufb` LUT turns a nibble into the unsigned byte 12 + 2·e2m1 (0..24),
+// A `vpermb` LUT (AVX-512 VBMI) turns a nibble into the unsigned byte 12 + 2·e2m1 (0..24),
 // so the weight is vpdpbusd's unsigned operand and the doubled activation code
 // (-12..12) its signed operand; the +12 offset is removed with a per-(row,
 // block) compensation −12·Σ x2 computed while quantizing the activation.
@@ -47,6 +47,10 @@ struct Nvfp4Activation {
   std::vector<int32_t> comp;   // [m, blocks] -12·Σ q over the block
   float global = 0.0f;         // g_x
 };
+
+// True when this CPU also has AVX-512 VBMI (vpermb), which the kernels below need
+// on top of the avx512 ISA level (AVX-512 VNNI + BF16 CPUs without VBMI exist).
+bool nvfp4_avx512_supported();
 
 // AVX-512 kernels (nvfp4_w4a4.avx512.cpp). x [m, k] f32; k <= 16·blocks.
 void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
