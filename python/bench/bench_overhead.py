@@ -2,17 +2,22 @@
 
 For each layer: the C++ Linear::forward alone (timed inside the extension,
 no Python in the loop) and the Python call `layer.forward(x)` (new output
-array) and `layer.forward(x, out=y)`, each the median of several timeit
-repeats. Overhead = Python call - C++ call. Also a torch tensor input (through
-__dlpack__) when torch is importable.
+array) and `layer.forward(x, out=y)`. The three are measured in interleaved
+rounds and each reports its best round (the machine is shared: the minimum is
+the least disturbed estimate). Overhead = Python call - C++ call. Also a torch
+tensor input (through __dlpack__) when torch is importable.
+
+--clock thread (needs --threads 1) times with the calling thread's CPU time
+(time.thread_time / CLOCK_THREAD_CPUTIME_ID) instead of wall time: on a
+shared, loaded machine that excludes the time the process waits for a core.
 
     build/venv/bin/python python/bench/bench_overhead.py   (after scripts/python_test.sh)
 """
 import argparse
 import pathlib
 import platform
-import statistics
 import tempfile
+import time
 import timeit
 
 import numpy as np
@@ -20,20 +25,30 @@ import numpy as np
 import mixq
 
 LAYERS = {  # prefix: (N, K, rule)
+    "tiny.int8": (16, 64, "int8_tensorwise"),
     "small.int8": (256, 256, "int8_tensorwise:convrot=true,convrot_groupsize=64"),
     "large.nvfp4": (3072, 3072, "nvfp4"),
 }
 
 
-def per_call(fn, number, repeat):
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number
+def best(measures, rounds):
+    """Runs each measure once per round, interleaved; the best per-call time of each."""
+    results = [float("inf")] * len(measures)
+    for _ in range(rounds):
+        for i, measure in enumerate(measures):
+            results[i] = min(results[i], measure())
+    return results
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--clock", choices=["wall", "thread"], default="wall")
     args = parser.parse_args()
+    if args.clock == "thread" and args.threads != 1:
+        parser.error("--clock thread measures one thread: use --threads 1")
+    timer = time.thread_time if args.clock == "thread" else time.perf_counter
     mixq.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     try:
@@ -51,18 +66,20 @@ def main():
             layer = ckpt.linear(prefix)
             x = rng.standard_normal((1, k), np.float32)
             y = np.empty((1, n), np.float32)
-            # Enough calls per repeat for ~0.2 s.
-            cpp = layer._time_forward(x, 200)
-            number = max(50, int(0.2 / max(cpp, 1e-7)))
-            cpp = statistics.median(layer._time_forward(x, number) for _ in range(args.repeat))
-            py_new = per_call(lambda: layer.forward(x), number, args.repeat)
-            py_out = per_call(lambda: layer.forward(x, out=y), number, args.repeat)
-            row = [prefix, f"{n}×{k}", layer.kernel, cpp, py_new, py_out]
+            # Enough calls per round for ~50 ms.
+            number = max(20, int(0.05 / max(layer._time_forward(x, 200), 1e-7)))
+            py = lambda fn: timeit.timeit(fn, number=number, timer=timer) / number
+            measures = [
+                lambda: layer._time_forward(x, number, args.clock),
+                lambda: py(lambda: layer.forward(x)),
+                lambda: py(lambda: layer.forward(x, out=y)),
+            ]
             if torch is not None:
                 xt = torch.from_numpy(x)
-                row.append(per_call(lambda: layer.forward(xt), number, args.repeat))
-            rows.append(row)
-    print(f"mixq {mixq.__version__}, Python {platform.python_version()}, threads {mixq.num_threads()}")
+                measures.append(lambda: py(lambda: layer.forward(xt)))
+            rows.append([prefix, f"{n}×{k}", layer.kernel, *best(measures, args.rounds)])
+    print(f"mixq {mixq.__version__}, Python {platform.python_version()}, threads {mixq.num_threads()}, "
+          f"clock {args.clock}, best of {args.rounds} rounds")
     head = "| layer | N×K | kernel | C++ forward | Python forward(x) | overhead | Python forward(x, out=y) | overhead |"
     sep = "|---|---|---|---|---|---|---|---|"
     if torch is not None:

@@ -58,7 +58,9 @@ class Linear:
         self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
     ) -> npt.NDArray[np.float32]:
         """y = x·Wᵀ + b for x [..., in_features]; float32 [..., out_features]."""
-    def _time_forward(self, x: _Activation, iterations: int) -> float:
+    def _time_forward(
+        self, x: _Activation, iterations: int, clock: Literal["wall", "thread"] = "wall"
+    ) -> float:
         """Benchmark helper: seconds per C++ forward call, without Python."""
     def __call__(
         self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None

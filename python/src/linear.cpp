@@ -1,5 +1,7 @@
 // Checkpoint.linear(prefix) -> Linear: forward (NumPy / DLPack in, float32
 // out) and dequantize. The GIL is released while mixq works.
+#include <time.h>
+
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -88,17 +90,26 @@ nb::object forward(const PyLinear& self, nb::handle x, nb::handle out) {
 
 // Seconds per call of the C++ Linear::forward alone (no Python in the loop):
 // the baseline of the Python call-overhead benchmark (python/bench/).
-double time_forward(const PyLinear& self, nb::handle x, int iterations) {
+// clock "wall" (steady clock) or "thread" (this thread's CPU time, which a
+// loaded machine's descheduling does not inflate; meaningful with 1 thread).
+double time_forward(const PyLinear& self, nb::handle x, int iterations, const std::string& clock) {
+  if (clock != "wall" && clock != "thread") fail("_time_forward: clock must be 'wall' or 'thread'");
   if (iterations < 1) fail("_time_forward: iterations must be >= 1");
   Input input = read_input(x, self.linear->in_features(), "_time_forward");
   std::vector<float> y(static_cast<size_t>(std::max<int64_t>(1, input.rows * self.linear->out_features())));
   nb::gil_scoped_release release;
   const float* xf = input.prepare(y.data(), static_cast<int64_t>(y.size()));
   for (int i = 0; i < std::min(iterations, 100); ++i) self.linear->forward(xf, input.rows, y.data());
-  auto start = std::chrono::steady_clock::now();
+  auto now = [&] {
+    if (clock == "wall")
+      return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  const double start = now();
   for (int i = 0; i < iterations; ++i) self.linear->forward(xf, input.rows, y.data());
-  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  return took.count() / iterations;
+  return (now() - start) / iterations;
 }
 
 nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
@@ -150,7 +161,7 @@ void bind_linear(nb::module_& m) {
       .def("dequantize", &dequantize, nb::arg("basis") = "original",
            "The weight as float32 [out_features, in_features]; basis='original' undoes\n"
            "ConvRot rotations, 'stored' keeps the rotated basis.")
-      .def("_time_forward", &time_forward, nb::arg("x"), nb::arg("iterations"),
+      .def("_time_forward", &time_forward, nb::arg("x"), nb::arg("iterations"), nb::arg("clock") = "wall",
            "Benchmark helper: seconds per C++ forward call, without Python.")
       .def("__repr__", [](const PyLinear& s) {
         const FormatTraits* f = s.layer->format;
