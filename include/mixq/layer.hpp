@@ -34,7 +34,7 @@ struct Layer {
   int64_t in_features = 0;
   // Empty when the layer validated; else the validation error's message.
   std::string problem;
-  // Non-fatal findings ("logical N unknown, reporting stored size").
+  // Non-fatal findings, each naming the layer ("layer 'x': nvfp4 pads N ...").
   std::vector<std::string> warnings;
 
   const TensorView* find(std::string_view role) const;

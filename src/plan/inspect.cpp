@@ -1,8 +1,6 @@
 // Builds the `mixq inspect --json` object (shared/CLI.md).
 #include "mixq/inspect.hpp"
 
-#include <fmt/format.h>
-
 #include "mixq/format.hpp"
 
 namespace mixq {
@@ -61,7 +59,7 @@ json inspect_report(const Checkpoint& checkpoint, const MarkerSet& markers, cons
       entry["problem"] = layer.problem;
       warnings.push_back(layer.problem);
     }
-    for (const auto& w : layer.warnings) warnings.push_back(fmt::format("layer '{}': {}", layer.prefix, w));
+    for (const auto& w : layer.warnings) warnings.push_back(w);  // formats name the layer themselves
     layers.push_back(std::move(entry));
 
     const std::string key = layer.format ? std::string(layer.format->name) : layer.declared_format;
