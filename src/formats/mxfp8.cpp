@@ -12,6 +12,7 @@
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
 #include "linear/factories.hpp"
+#include "mixq/verify.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/swizzle.hpp"
@@ -98,6 +99,7 @@ const FormatTraits& mxfp8_format() {
       .dequantize = dequantize,
       .quantize = quantize,
       .make_linear = linear::make_mxfp8,
+      .check = check_mxfp8_layout,  // catches files written with linear scales
   };
   return record;
 }

@@ -19,6 +19,7 @@
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
 #include "linear/factories.hpp"
+#include "mixq/verify.hpp"
 #include "mixq/error.hpp"
 #include "mixq/swizzle.hpp"
 
@@ -86,6 +87,7 @@ const FormatTraits& nvfp4_format() {
       .dequantize = dequantize,
       .quantize = quantize,
       .make_linear = linear::make_nvfp4,
+      .check = check_nvfp4_layout,  // catches files written with linear scales
   };
   return record;
 }
