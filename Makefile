@@ -58,7 +58,7 @@ fuzz:
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
 	mkdir -p build/fuzz/corpus
-	./build/fuzz/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	./build/fuzz/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -dict=fuzz/safetensors.dict \
 	  build/fuzz/corpus fuzz/corpus
 
 clean:
