@@ -1,0 +1,257 @@
+// Side-by-side: the three "more" formats against oneDNN on the same shapes,
+// and against this machine's VNNI / bf16 peaks and read bandwidth measured in
+// the same run (bench/support):
+//   asym_w4a8_int8 (decoded once to int8, INT8+ConvRot kernels) vs oneDNN u8·s8→f32,
+//   awq_w4a16      (4-bit codes decoded in registers to bf16)    vs oneDNN bf16·bf16→f32,
+//   svdquant_w4a4  (int4 VNNI main branch + rank-32 low-rank)    vs oneDNN u8·s8→f32.
+// Our times INCLUDE everything the layer does per call (W4A8: Hadamard
+// rotation + per-token int8 quantization; AWQ: x → bf16 and group sums of x;
+// SVDQuant: smoothing, per-(row, 64-group) int4 quantization, x·proj_down);
+// oneDNN gets ready u8 / bf16 activations.
+//   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
+//   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
+//   weights cycled through >= 512 MiB of copies so they come from DRAM).
+// At M = 1, "w GB/s" counts the bytes the kernel streams per call (its packed
+// weights + per-group parameters, see streamed_bytes()), which for W4A8 is the
+// decoded int8 weight (1 B/weight), not the 0.5625 B/weight of the checkpoint.
+// Usage: bench_linear_more [--quick]   (--quick: fewer, shorter repetitions)
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "formats/svdquant.hpp"
+#include "kernels/cpu.hpp"
+#include "linear/synthetic_layer.hpp"
+#include "mixq/error.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
+#include "mixq/numeric.hpp"
+#include "support/calibrate.hpp"
+#include "support/onednn.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+
+constexpr int64_t kSvdRank = 32;  // nunchaku's usual rank
+
+enum class Kind { w4a8, awq, svdquant };
+
+struct Ours {
+  const char* label;
+  Kind kind;
+  const char* format;
+  OnednnType baseline;
+};
+
+const Ours kOurs[] = {
+    {"w4a8 (int8+convrot)", Kind::w4a8, "asym_w4a8_int8", OnednnType::u8s8_f32},
+    {"awq w4a16 (bf16 dot)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32},
+    {"svdquant w4a4 (r=32)", Kind::svdquant, "svdquant_w4a4", OnednnType::u8s8_f32},
+};
+
+const char* baseline_name(OnednnType t) {
+  return t == OnednnType::u8s8_f32 ? "oneDNN u8s8->f32" : "oneDNN bf16->f32";
+}
+
+// Bytes one M = 1 call streams from memory (packed layouts of the kernels):
+//   W4A8: int8 panels (1 B/weight) + f32 row scale;
+//   AWQ: 4-bit codes + f32 scale and zero per (64-group, column);
+//   SVDQuant: 4-bit codes + f32 scale and int32 code-sum term per (64-group,
+//   column) + f32 proj_down [K, R] and proj_up [R, N].
+double streamed_bytes(Kind kind, int64_t k, int64_t n) {
+  const double kn = double(k) * double(n);
+  switch (kind) {
+    case Kind::w4a8: return kn + 4.0 * n;
+    case Kind::awq: return kn / 2 + 8.0 * kn / 64;
+    case Kind::svdquant: return kn / 2 + 8.0 * kn / 64 + 4.0 * kSvdRank * double(k + n);
+  }
+  return kn;
+}
+
+std::vector<float> random_x(int64_t m, int64_t k) {
+  std::vector<float> x(static_cast<size_t>(m * k));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+// svdquant_w4a4 has no quantizer (it needs calibration): a random natural-
+// layout layer with int4 codes in [-7, 7], small group scales, a rank-32
+// low-rank pair and a smooth factor (BF16 tensors, as nunchaku ships them).
+struct SvdLayer {
+  std::vector<mixq::OwnedTensor> tensors;
+  mixq::Layer layer;
+};
+
+std::unique_ptr<SvdLayer> make_svdquant(int64_t k, int64_t n) {
+  using mixq::DType;
+  auto out = std::make_unique<SvdLayer>();
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<int> code(-7, 7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> w(static_cast<size_t>(n * k / 2));
+  for (std::byte& b : w) b = static_cast<std::byte>((code(rng) & 15) | ((code(rng) & 15) << 4));
+  auto floats = [&](int64_t count, float mean, float sd) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& f : v) f = mean + sd * normal(rng);
+    return v;
+  };
+  auto add = [&](const char* role, mixq::Shape shape, const std::vector<float>& v) {
+    out->tensors.push_back(mixq::OwnedTensor{role, DType::BF16, std::move(shape), mixq::from_f32(DType::BF16, v)});
+  };
+  out->tensors.push_back(mixq::OwnedTensor{"weight", DType::I8, {n, k / 2}, std::move(w)});
+  add("weight_scale", {k / 64, n}, floats((k / 64) * n, 0.002f, 0.0005f));
+  add("weight_proj_down", {k, kSvdRank}, floats(k * kSvdRank, 0.0f, 0.05f));
+  add("weight_proj_up", {n, kSvdRank}, floats(n * kSvdRank, 0.0f, 0.05f));
+  add("weight_smooth_factor", {k}, floats(k, 1.0f, 0.1f));
+  add("bias", {n}, floats(n, 0.0f, 0.1f));
+  mixq::Layer& layer = out->layer;
+  const mixq::FormatTraits& format = mixq::formats::svdquant_w4a4_format();
+  layer.prefix = "bench";
+  layer.format = &format;
+  layer.declared_format = std::string(format.name);
+  layer.params = mixq::apply_defaults(format, nlohmann::json::object());
+  for (const mixq::OwnedTensor& t : out->tensors) {
+    mixq::TensorView view = t.view();
+    view.name = "bench." + t.name;
+    layer.tensors[t.name] = view;
+  }
+  mixq::validate_layer(layer);
+  return out;
+}
+
+// Linears over `copies` separate repacked copies of one quantized layer.
+struct OurLayers {
+  std::unique_ptr<mixq::linear::SyntheticLayer> synthetic;
+  std::unique_ptr<SvdLayer> svd;
+  std::vector<std::unique_ptr<mixq::Linear>> copies;
+  size_t next = 0;
+  const mixq::Linear& take() {
+    const mixq::Linear& l = *copies[next];
+    next = (next + 1) % copies.size();
+    return l;
+  }
+};
+
+OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
+  OurLayers out;
+  const mixq::Layer* layer = nullptr;
+  if (o.kind == Kind::svdquant) {
+    out.svd = make_svdquant(k, n);
+    layer = &out.svd->layer;
+  } else {
+    const mixq::FormatTraits* f = mixq::find_format(o.format);
+    if (!f) mixq::fail("bench_linear_more: format {} is not in the table", o.format);
+    out.synthetic = mixq::linear::make_random_layer(*f, nlohmann::json::object(), n, k, 1, true);
+    layer = &out.synthetic->layer;
+  }
+  for (int c = 0; c < copies; ++c) out.copies.push_back(mixq::Linear::create(*layer));
+  return out;
+}
+
+int copies_for(double bytes) { return std::max(1, static_cast<int>(512.0 * 1024 * 1024 / bytes) + 1); }
+
+std::string kxn(int64_t k, int64_t n) { return std::to_string(k) + "x" + std::to_string(n); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const double min_s = quick ? 0.05 : 0.15;
+  const int reps = quick ? 3 : 7;
+  if (mixq::kernels::best_isa() != mixq::kernels::Isa::avx512 || !has_avx512_vnni_bf16()) {
+    std::printf("bench_linear_more: this CPU has no AVX-512 VNNI/BF16 (the fast kernels); nothing to compare\n");
+    return 0;
+  }
+  std::printf("# calibration (same run)\n");
+  const Rate ipeak1 = int8_vnni_peak_gops(1), ipeak2 = int8_vnni_peak_gops(2);
+  const Rate bpeak1 = bf16_dot_peak_gflops(1), bpeak2 = bf16_dot_peak_gflops(2);
+  const Rate bw2 = read_bandwidth_gbs(2);
+  std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n", ipeak1.best,
+              ipeak1.median, ipeak2.best, ipeak2.median);
+  std::printf("bf16 dot peak:  1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", bpeak1.best,
+              bpeak1.median, bpeak2.best, bpeak2.median);
+  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams: %.1f GB/s (median %.1f)\n\n", bw2.best, bw2.median);
+
+  // ---- compute-bound: M = 4096, K = N = 3072 --------------------------------
+  const int64_t M = 4096, K = 3072, N = 3072;
+  const double ops = 2.0 * M * N * K;
+  const auto x = random_x(M, K);
+  std::vector<float> y(static_cast<size_t>(M * N));
+  std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t, median of %d repetitions; int8 peak for W4A8/SVDQuant,\n"
+              "# bf16 peak for AWQ; SVDQuant's count excludes its low-rank branch)\n",
+              M, K, N, reps);
+  std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "G(FL)OPS", "ms", "vs oneDNN", "of peak");
+  double ours_t[3][3] = {};
+  for (int threads : {1, 2}) {
+    set_threads(threads);
+    double base_gops[2] = {};
+    for (OnednnType type : {OnednnType::u8s8_f32, OnednnType::bf16_f32}) {
+      OnednnMatmul dnnl(type, M, K, N);
+      const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
+      const bool int8 = type == OnednnType::u8s8_f32;
+      const double gops = ops / td.median / 1e9;
+      const double peak = int8 ? (threads == 1 ? ipeak1 : ipeak2).median : (threads == 1 ? bpeak1 : bpeak2).median;
+      base_gops[int8 ? 0 : 1] = gops;
+      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", baseline_name(type), threads, gops,
+                  td.median * 1e3, "1.00x", 100 * gops / peak, dnnl.impl());
+      std::fflush(stdout);
+    }
+    for (int i = 0; i < 3; ++i) {
+      const bool int8 = kOurs[i].baseline == OnednnType::u8s8_f32;
+      OurLayers ours = make_ours(kOurs[i], K, N, 1);
+      const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
+      ours_t[i][threads] = t.median;
+      const double gops = ops / t.median / 1e9;
+      const double peak = int8 ? (threads == 1 ? ipeak1 : ipeak2).median : (threads == 1 ? bpeak1 : bpeak2).median;
+      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops,
+                  t.median * 1e3, ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
+                  std::string(ours.copies[0]->kernel_name()).c_str(), baseline_name(kOurs[i].baseline));
+      std::fflush(stdout);
+    }
+  }
+  std::printf("thread scaling 1->2 at M=4096:");
+  for (int i = 0; i < 3; ++i) std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
+  std::printf("\n\n");
+
+  // ---- memory-bound: M = 1 ------------------------------------------------------
+  set_threads(2);
+  std::printf("# M=1, 2 threads, weights from DRAM (copies cycled); fraction of the read bandwidth above\n");
+  std::printf("%-22s %16s %10s %8s %10s %10s %12s\n", "kernel", "KxN", "us", "B/weight", "w GB/s", "of read bw",
+              "oneDNN/ours");
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
+    const auto x1 = random_x(1, k);
+    std::vector<float> y1(static_cast<size_t>(n));
+    double base_us[2] = {};
+    for (OnednnType type : {OnednnType::u8s8_f32, OnednnType::bf16_f32}) {
+      const double bytes_per = type == OnednnType::u8s8_f32 ? 1.0 : 2.0;
+      OnednnMatmul dnnl(type, 1, k, n, copies_for(bytes_per * double(k) * double(n)));
+      const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
+      base_us[type == OnednnType::u8s8_f32 ? 0 : 1] = t.median * 1e6;
+      const double gbs = dnnl.weight_bytes() / t.median / 1e9;
+      std::printf("%-22s %16s %10.1f %8.2f %10.1f %9.0f%% %12s\n", baseline_name(type), kxn(k, n).c_str(),
+                  t.median * 1e6, dnnl.weight_bytes() / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
+                  "1.00x");
+      std::fflush(stdout);
+    }
+    for (const Ours& o : kOurs) {
+      const double bytes = streamed_bytes(o.kind, k, n);
+      OurLayers ours = make_ours(o, k, n, copies_for(bytes));
+      const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
+      const double gbs = bytes / t.median / 1e9;
+      const double base = base_us[o.baseline == OnednnType::u8s8_f32 ? 0 : 1];
+      std::printf("%-22s %16s %10.1f %8.3f %10.1f %9.0f%% %12s\n", o.label, kxn(k, n).c_str(), t.median * 1e6,
+                  bytes / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
+                  ratio(base, t.median * 1e6).c_str());
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
