@@ -1,9 +1,11 @@
 // awq_w4a16 linear (spec/formats.md §3.9). Reference: the CUDA naive
 // kernel's semantics the spec recommends — W = (q − 8)·scale + zero in fp32,
 // fp32 accumulation, bias added last — as a dense f32 linear over the
-// dequantized weight. Fast (AVX-512 BF16): the nibble kernel of
-// kernels/x86/awq_w4a16.hpp, which rounds the activations to bf16.
+// dequantized weight. Fast: the nibble kernels of kernels/x86/awq_w4a16.hpp,
+// AVX-512 BF16 (rounds the activations to bf16) or AVX2 + FMA (decodes the
+// weights to f32, fp32 activations).
 #include "formats/awq.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
 #include "linear/factories.hpp"
 #include "linear/float_common.hpp"
@@ -15,17 +17,25 @@ namespace {
 
 class AwqLinear final : public Linear {
  public:
-  AwqLinear(const Layer& layer, kernels::x86::AwqPacked packed)
-      : Linear(layer.in_features, layer.out_features), prefix_(layer.prefix), packed_(std::move(packed)) {}
+  AwqLinear(const Layer& layer, kernels::x86::AwqPacked packed, bool avx512)
+      : Linear(layer.in_features, layer.out_features),
+        prefix_(layer.prefix),
+        packed_(std::move(packed)),
+        avx512_(avx512) {}
   void forward(const float* x, int64_t m, float* y) const override {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
-    if (m > 0) kernels::x86::awq_avx512(packed_, x, m, y);
+    if (m == 0) return;
+    if (avx512_)
+      kernels::x86::awq_avx512(packed_, x, m, y);
+    else
+      kernels::x86::awq_avx2(packed_, x, m, y);
   }
-  std::string_view kernel_name() const override { return "awq:avx512_bf16"; }
+  std::string_view kernel_name() const override { return avx512_ ? "awq:avx512_bf16" : "awq:avx2_fma"; }
 
  private:
   std::string prefix_;
   kernels::x86::AwqPacked packed_;
+  bool avx512_;
 };
 
 }  // namespace
@@ -33,7 +43,10 @@ class AwqLinear final : public Linear {
 std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& options) {
   const int64_t n = layer.out_features, k = layer.in_features;
   const FormatTraits& record = formats::awq_w4a16_format();
-  if (full_precision(layer) || !use_avx512(options)) {
+  const bool avx512 = use_avx512(options);
+  const bool avx2 = !avx512 && options.kernel == KernelChoice::automatic &&
+                    kernels::active_isa() >= kernels::Isa::avx2;
+  if (full_precision(layer) || !(avx512 || avx2)) {
     std::vector<float> w(static_cast<size_t>(n * k));
     record.dequantize(layer, Basis::original, w.data());
     return make_dense_f32(layer, std::move(w), options, full_precision(layer) ? "dequant" : "awq_dequant");
@@ -41,7 +54,8 @@ std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& 
   const formats::AwqTensors t = formats::awq_tensors(layer);
   return std::make_unique<AwqLinear>(
       layer, kernels::x86::awq_pack(reinterpret_cast<const uint8_t*>(t.codes), t.scale.data(), t.zeros.data(), n, k,
-                                    t.group_size, bias_f32(layer, n)));
+                                    t.group_size, bias_f32(layer, n)),
+      avx512);
 }
 
 }  // namespace mixq::linear
