@@ -304,6 +304,25 @@ def kitchen_linear(case: Case, x: torch.Tensor, qt, tensors) -> tuple[torch.Tens
     return y, ""
 
 
+def torch_input_check(ckpt, prefix: str, k: int) -> dict[str, Any]:
+    """forward() takes torch CPU tensors: float32 (a NumPy view), bfloat16 and
+    float16 (DLPack, converted), non-contiguous ones; results must equal the
+    NumPy float32 input holding the same values."""
+    row: dict[str, Any] = {"case": "forward(torch.Tensor) == forward(numpy) (f32, bf16, f16, strided)",
+                           "shape": f"{prefix}", "dequant": None}
+    lin = ckpt.linear(prefix)
+    x = torch.randn(5, k, generator=torch.Generator().manual_seed(11))
+    checks = [(x, x), (x.to(torch.bfloat16), x.to(torch.bfloat16).float()),
+              (x.to(torch.float16), x.to(torch.float16).float()),
+              (x.t().contiguous().t(), x)]
+    worst = 0.0
+    for given, same in checks:
+        worst = max(worst, float(np.abs(lin.forward(given) - lin.forward(same.numpy())).max()))
+    row["linear"] = {"max_abs": worst, "rel": worst, "peak": worst, "exact": worst == 0.0,
+                     "ok": worst == 0.0, "m": 5}
+    return row
+
+
 def pad_columns(x: np.ndarray, k: int) -> np.ndarray:
     if x.shape[1] == k:
         return x
@@ -358,6 +377,8 @@ def run(seed: int, rows: list[int]) -> list[dict[str, Any]]:
                 row["error"] = f"{type(error).__name__}: {error}"
             results.append(row)
         results.append(plan_row)
+        int8 = next(c for c in all_cases if c.layout == "TensorWiseINT8Layout")
+        results.append(torch_input_check(ckpt, int8.prefix, int8.k))
         results.append(native_e8m0_check(pathlib.Path(tmp)))
     return results
 

@@ -11,7 +11,9 @@
 #      without them, even on a machine without a GPU (comfy-kitchen then runs
 #      its eager PyTorch backend on the CPU, which is what we compare with).
 #      comfy-kitchen imports `packaging` without declaring it.
-#   2. installs mixq from this tree into it (own build folder, incremental);
+#   2. installs mixq from this tree into it (its own CMake build folder,
+#      build/python-conformance: scikit-build-core starts a folder afresh when
+#      another interpreter uses it, so sharing test's would rebuild both);
 #   3. runs conformance/conformance.py, which writes its table into
 #      conformance/CONFORMANCE.md and exits 1 on any disagreement.
 # Extra arguments go to conformance.py (e.g. --seed 3 --rows 1,16).

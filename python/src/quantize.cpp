@@ -60,27 +60,6 @@ Recipe make_recipe(nb::handle rules, nb::handle recipe) {
   return load_recipe(fspath(recipe));
 }
 
-nlohmann::json report_json(const QuantizeReport& report) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const QuantizedLayerReport& l : report.layers)
-    layers.push_back({{"prefix", l.prefix},
-                      {"format", l.format},
-                      {"marker", l.marker},
-                      {"out_features", l.out_features},
-                      {"in_features", l.in_features},
-                      {"source_bytes", l.source_bytes},
-                      {"output_bytes", l.output_bytes},
-                      {"fell_back", l.fell_back},
-                      {"reason", l.reason.empty() ? nlohmann::json() : nlohmann::json(l.reason)}});
-  return {{"files", report.files},
-          {"layers", layers},
-          {"source_bytes", report.source_bytes},
-          {"output_bytes", report.output_bytes},
-          {"tensors_written", report.tensors_written},
-          {"seconds", report.seconds},
-          {"warnings", report.warnings}};
-}
-
 nb::object quantize(nb::handle source, nb::handle out, nb::handle rules, nb::handle recipe,
                     const std::string& markers, nb::handle shard_size) {
   std::vector<std::string> source_paths = sources(source);
@@ -98,7 +77,7 @@ nb::object quantize(nb::handle source, nb::handle out, nb::handle rules, nb::han
   nlohmann::json json;
   {
     nb::gil_scoped_release release;
-    json = report_json(quantize_checkpoint(source_paths, parsed, options));
+    json = quantize_report_json(quantize_checkpoint(source_paths, parsed, options));
   }
   return to_python(json);
 }

@@ -2,6 +2,7 @@
 against the float weights, every input kind (NumPy, DLPack, f16, bf16,
 strided), out=, and lifetime."""
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -177,3 +178,66 @@ def test_thread_count_does_not_change_results(ckpt):
     finally:
         mixq.set_num_threads(previous)
     np.testing.assert_array_equal(one, two)
+
+
+def test_forward_releases_the_gil(ckpt):
+    """The main thread runs while a worker thread is inside one long forward
+    call. The switch interval is huge, so the interpreter never forces a GIL
+    hand-over: the main thread can only run meanwhile if forward releases the
+    GIL itself (otherwise it sees `done` on its first step and counts 0)."""
+    import sys
+    import threading
+    import time
+
+    layer = ckpt.linear("blocks.0.attn.qkv")
+    x = activations(65536, layer.in_features)
+    started, done = threading.Event(), threading.Event()
+
+    def work():
+        started.set()
+        layer.forward(x)
+        done.set()
+
+    previous_interval, previous_threads = sys.getswitchinterval(), mixq.num_threads()
+    sys.setswitchinterval(1000.0)
+    mixq.set_num_threads(1)  # leave the other core to this thread
+    try:
+        worker = threading.Thread(target=work)
+        worker.start()
+        while not started.is_set():
+            time.sleep(0)
+        progress = 0
+        while not done.is_set():
+            progress += 1
+            time.sleep(0)  # lets the worker take the GIL back when forward returns
+        worker.join()
+    finally:
+        sys.setswitchinterval(previous_interval)
+        mixq.set_num_threads(previous_threads)
+    assert progress > 0
+
+
+def test_torch_tensors_use_a_numpy_view(ckpt, monkeypatch):
+    """CPU torch.Tensor inputs go through Tensor.numpy() (a view, cheaper than
+    __dlpack__); what .numpy() refuses (bfloat16, requires_grad) goes through
+    __dlpack__. A stand-in `torch` module checks both paths without PyTorch."""
+    import types
+
+    class Tensor(DLPackArray):
+        numpy_calls = 0
+
+        def numpy(self):
+            type(self).numpy_calls += 1
+            if self._storage.dtype == np.uint16:
+                raise TypeError("Got unsupported ScalarType BFloat16")
+            return self._storage
+
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
+    layer = ckpt.linear("blocks.0.mlp.fc1")
+    x = activations(3, layer.in_features)
+    y = layer.forward(x)
+    np.testing.assert_array_equal(layer.forward(Tensor.view_of(x)), y)
+    assert Tensor.numpy_calls == 1
+    bf16 = Tensor.bfloat16(x)  # .numpy() raises: DLPack path
+    np.testing.assert_array_equal(layer.forward(bf16), layer.forward(bf16_round(x)))
+    assert Tensor.numpy_calls == 2
