@@ -91,6 +91,9 @@ struct QuantizeReport {
 QuantizeReport quantize_checkpoint(const std::vector<std::string>& source, const Recipe& recipe,
                                    const QuantizeOptions& options);
 
+// The report as one JSON object (`mixq quantize --json`, Python's mixq.quantize).
+nlohmann::json quantize_report_json(const QuantizeReport& report);
+
 // A marker as ComfyUI writes it: Python json.dumps separators (", ", ": "),
 // "format" first, other keys sorted.
 std::string marker_json(const nlohmann::json& marker);

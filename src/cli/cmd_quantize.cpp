@@ -74,27 +74,6 @@ class ProgressLine {
   std::string phase_;
 };
 
-nlohmann::json report_json(const QuantizeReport& r) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const auto& l : r.layers)
-    layers.push_back({{"prefix", l.prefix},
-                      {"format", l.format},
-                      {"marker", l.marker},
-                      {"out_features", l.out_features},
-                      {"in_features", l.in_features},
-                      {"source_bytes", l.source_bytes},
-                      {"output_bytes", l.output_bytes},
-                      {"fell_back", l.fell_back},
-                      {"reason", l.fell_back ? nlohmann::json(l.reason) : nlohmann::json()}});
-  return {{"files", r.files},
-          {"layers", layers},
-          {"source_bytes", r.source_bytes},
-          {"output_bytes", r.output_bytes},
-          {"tensors", r.tensors_written},
-          {"seconds", r.seconds},
-          {"warnings", r.warnings}};
-}
-
 void print_summary(const QuantizeReport& r) {
   std::map<std::string, int> formats;
   int kept = 0, fell_back = 0;
@@ -144,7 +123,7 @@ void add_quantize(CLI::App& root) {
     if (!args.quiet)
       for (const auto& w : report.warnings) std::cerr << "mixq: warning: " << w << "\n";
     if (args.json)
-      std::cout << report_json(report).dump(2) << "\n";
+      std::cout << quantize_report_json(report).dump(2) << "\n";
     else if (!args.quiet)
       print_summary(report);
   });
