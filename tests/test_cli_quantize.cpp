@@ -120,7 +120,8 @@ TEST(CliQuantize, RecipeFileHeaderMarkersAndErrors) {
   EXPECT_TRUE(fs::exists(dir / "o" / "model.safetensors"));
   auto inspect = run_cli({"inspect", (dir / "o").string(), "--json"});
   ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
-  for (const auto& l : json::parse(inspect.out)["layers"]) EXPECT_EQ(l["format"], "float8_e4m3fn");
+  const json report = json::parse(inspect.out);  // a named object: the loop must not outlive it
+  for (const auto& l : report["layers"]) EXPECT_EQ(l["format"], "float8_e4m3fn");
 
   auto none = run_cli({"quantize", source.string(), "-o", (dir / "x.safetensors").string()});
   EXPECT_EQ(none.exit_code, 2);
