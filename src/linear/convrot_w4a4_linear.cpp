@@ -45,12 +45,7 @@ std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOption
   d.weight = q.data();
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
-  try {
-    return std::make_unique<IntLinear>(
-        k, n, kernels::make_int_kernel(d, options.kernel == KernelChoice::reference));
-  } catch (const Error& e) {
-    fail("layer '{}': {}", layer.prefix, e.what());
-  }
+  return make_int_linear(layer, d, options);
 }
 
 }  // namespace mixq::linear

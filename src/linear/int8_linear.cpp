@@ -32,12 +32,7 @@ std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& optio
   d.weight = q.data();
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
-  try {
-    return std::make_unique<IntLinear>(
-        k, n, kernels::make_int_kernel(d, options.kernel == KernelChoice::reference));
-  } catch (const Error& e) {
-    fail("layer '{}': {}", layer.prefix, e.what());
-  }
+  return make_int_linear(layer, d, options);
 }
 
 }  // namespace mixq::linear

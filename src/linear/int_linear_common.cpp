@@ -77,4 +77,14 @@ int64_t convrot_group(const Layer& layer, bool always_rotated) {
   return layer.param_int("convrot_groupsize");
 }
 
+std::unique_ptr<Linear> make_int_linear(const Layer& layer, const kernels::IntLayerDesc& desc,
+                                        const LinearOptions& options) {
+  try {
+    return std::make_unique<IntLinear>(
+        desc.k, desc.n, kernels::make_int_kernel(desc, options.kernel == KernelChoice::reference));
+  } catch (const Error& e) {
+    fail("layer '{}': {}", layer.prefix, e.what());
+  }
+}
+
 }  // namespace mixq::linear

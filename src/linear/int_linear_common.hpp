@@ -34,6 +34,11 @@ bool wants_full_precision(const Layer& layer);
 // loops, parallel over tokens (kernel name "ref_f32").
 std::unique_ptr<Linear> make_dequantized_linear(const Layer& layer);
 
+// Builds the IntLinear for a filled descriptor (the kernel copies/repacks what
+// it needs); kernel errors are reported naming the layer.
+std::unique_ptr<Linear> make_int_linear(const Layer& layer, const kernels::IntLayerDesc& desc,
+                                        const LinearOptions& options);
+
 // ConvRot group size when the marker enables it, else 0.
 int64_t convrot_group(const Layer& layer, bool always_rotated);
 

@@ -86,12 +86,7 @@ std::unique_ptr<Linear> make_asym_w4a8_int8(const Layer& layer, const LinearOpti
   desc.weight = d.w8.data();
   desc.weight_scale = d.s_channel.data();
   desc.bias = bias.empty() ? nullptr : bias.data();
-  try {
-    return std::make_unique<IntLinear>(k, n,
-                                       kernels::make_int_kernel(desc, options.kernel == KernelChoice::reference));
-  } catch (const Error& e) {
-    fail("layer '{}': {}", layer.prefix, e.what());
-  }
+  return make_int_linear(layer, desc, options);
 }
 
 }  // namespace mixq::linear
