@@ -2,6 +2,7 @@
 // error message must name the file, the tensor and the problem.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq {
 namespace {
@@ -61,6 +63,20 @@ TEST(CheckpointValidation, AcceptsAWellFormedImage) {
   EXPECT_TRUE(c.warnings().empty());
 }
 
+// F8_E8M0 (MX block scales, as comfy-kitchen writes them) is one byte each and
+// decodes as 2^(e-127), byte 0 as 0 (comfy-kitchen's e8m0_to_f32).
+TEST(CheckpointValidation, AcceptsE8M0Scales) {
+  auto bytes = image("{" + entry("s", "F8_E8M0", "[4]", "[0,4]") + "}", 4);
+  const uint8_t codes[4] = {127, 130, 0, 1};
+  std::memcpy(bytes.data() + bytes.size() - 4, codes, 4);
+  Checkpoint c = Checkpoint::from_bytes(bytes, "scales.safetensors");
+  const TensorView* s = c.find("s");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->dtype, DType::F8_E8M0);
+  EXPECT_EQ(dtype_name(s->dtype), "F8_E8M0");
+  EXPECT_EQ(to_f32(*s), (std::vector<float>{1.0f, 8.0f, 0.0f, std::ldexp(1.0f, -126)}));
+}
+
 TEST(CheckpointValidation, FileShorterThanLengthPrefix) {
   expect_error(std::vector<std::byte>(5), {"5 bytes", "8-byte header length"});
 }
@@ -86,8 +102,8 @@ TEST(CheckpointValidation, HeaderNotAnObject) {
 }
 
 TEST(CheckpointValidation, UnknownDtype) {
-  expect_error(image("{" + entry("w", "F8_E8M0", "[4]", "[0,4]") + "}", 4),
-               {"tensor 'w'", "unsupported dtype 'F8_E8M0'", "BF16"});
+  expect_error(image("{" + entry("w", "C64", "[4]", "[0,4]") + "}", 4),
+               {"tensor 'w'", "unsupported dtype 'C64'", "BF16"});
 }
 
 TEST(CheckpointValidation, EntryMissingField) {

@@ -157,6 +157,24 @@ TEST(Mxfp8Roundtrip, AwkwardShapes) {
   EXPECT_GE(padded->layer.warnings.size(), 2u);
 }
 
+// comfy-kitchen saves MXFP8 block scales with safetensors dtype F8_E8M0; the
+// same bytes as U8 must give the same weight (spec/formats.md §1.5: "U8 or the
+// native fp8 dtype").
+TEST(Mxfp8Roundtrip, ScalesStoredAsE8M0) {
+  const int64_t n = 32, k = 64;
+  const auto w = random_floats(n * k, 11);
+  auto as_u8 = quantized_layer(format("mxfp8"), w, n, k);
+  std::vector<OwnedTensor> tensors = as_u8->tensors;
+  for (OwnedTensor& t : tensors)
+    if (t.name == "weight_scale") {
+      ASSERT_EQ(t.dtype, DType::U8);
+      t.dtype = DType::F8_E8M0;
+    }
+  auto as_e8m0 = testing::bind_layer(format("mxfp8"), std::move(tensors));
+  EXPECT_NO_THROW(validate_layer(as_e8m0->layer));
+  EXPECT_EQ(dequantized(as_e8m0->layer), dequantized(as_u8->layer));
+}
+
 TEST(Int8Roundtrip, TensorwiseAndRowwise) {
   const int64_t n = 37, k = 200;
   const auto w = random_floats(n * k, 10);

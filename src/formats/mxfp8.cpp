@@ -90,7 +90,7 @@ const FormatTraits& mxfp8_format() {
       .summary = "E4M3 codes with E8M0 power-of-two scales per 32 (swizzled); activations MXFP8",
       .defaults = {{std::string(kFullPrecision), false}},
       .tensors = {{.role = "weight", .dtypes = {DType::F8_E4M3}},
-                  {.role = "weight_scale", .dtypes = {DType::U8}},
+                  {.role = "weight_scale", .dtypes = {DType::U8, DType::F8_E8M0}},
                   {.role = "input_scale", .required = false, .dtypes = {DType::F32}}},
       .quantizes_activation = true,
       .validate = validate,

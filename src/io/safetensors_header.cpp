@@ -23,7 +23,7 @@ std::string brief(const json& value) {
 
 std::string supported_dtypes() {
   std::string list;
-  for (int i = 0; i <= static_cast<int>(DType::BOOL); ++i) {
+  for (size_t i = 0; i < kDTypeCount; ++i) {
     if (i) list += ", ";
     list += dtype_name(static_cast<DType>(i));
   }

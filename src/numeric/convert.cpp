@@ -54,6 +54,7 @@ std::vector<float> to_f32(const TensorView& tensor) {
     case DType::I8: decode_each<int8_t>(src, count, out.data(), [](int8_t v) { return static_cast<float>(v); }); break;
     case DType::U8: decode_each<uint8_t>(src, count, out.data(), [](uint8_t v) { return static_cast<float>(v); }); break;
     case DType::BOOL: decode_each<uint8_t>(src, count, out.data(), [](uint8_t v) { return v ? 1.0f : 0.0f; }); break;
+    case DType::F8_E8M0: decode_each<uint8_t>(src, count, out.data(), e8m0_to_f32); break;
   }
   return out;
 }

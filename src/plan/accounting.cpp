@@ -14,11 +14,6 @@
 namespace mixq {
 namespace {
 
-bool is_quantized_dtype(DType dtype) {
-  return dtype == DType::I8 || dtype == DType::U8 || dtype == DType::F8_E4M3 ||
-         dtype == DType::F8_E5M2;
-}
-
 // Suffixes of companion tensors: every role and alias of every record, except
 // the weight itself and the bias (which every layer may have).
 std::set<std::string> companion_suffixes() {
@@ -48,7 +43,7 @@ Accounting account(const MarkerSet& markers, const LayerSet& set) {
     const TensorView* weight = layer.find("weight");
     const bool marked = !layer.marker_source.empty();
     if (marked && !weight) found.orphan_markers.push_back(layer.prefix);
-    if (!marked && weight && is_quantized_dtype(weight->dtype)) found.missing_markers.push_back(layer.prefix);
+    if (!marked && weight && is_quantized(weight->dtype)) found.missing_markers.push_back(layer.prefix);
   }
   const std::set<std::string> suffixes = companion_suffixes();
   constexpr std::string_view kWeight = ".weight";
@@ -56,7 +51,7 @@ Accounting account(const MarkerSet& markers, const LayerSet& set) {
     const std::string_view name = tensor.name;
     // A quantized weight that did not form a layer (not 2-D) still needs a marker.
     if (name.size() > kWeight.size() && name.substr(name.size() - kWeight.size()) == kWeight &&
-        is_quantized_dtype(tensor.dtype))
+        is_quantized(tensor.dtype))
       found.missing_markers.emplace_back(name.substr(0, name.size() - kWeight.size()));
     if (suffixes.count(std::string(last_component(name)))) found.unclaimed.push_back(tensor.name);
   }

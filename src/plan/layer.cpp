@@ -18,11 +18,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-bool is_quantized_dtype(DType dtype) {
-  return dtype == DType::I8 || dtype == DType::U8 || dtype == DType::F8_E4M3 ||
-         dtype == DType::F8_E5M2;
-}
-
 // Logical tensor names -> views, after legacy renames and without consumed
 // tensors (marker tensors, sentinels).
 std::map<std::string, TensorView> logical_tensors(const Checkpoint& checkpoint,
@@ -173,7 +168,7 @@ LayerSet group_layers(const Checkpoint& checkpoint, const MarkerSet& markers) {
   for (Layer& layer : set.layers) {
     validate_in_place(layer);
     const TensorView* weight = layer.find("weight");
-    if (layer.marker_source.empty() && weight && is_quantized_dtype(weight->dtype))
+    if (layer.marker_source.empty() && weight && is_quantized(weight->dtype))
       set.warnings.push_back(fmt::format(
           "layer '{}': weight stored as {} without a comfy_quant marker (Quantized weights are missing "
           "comfy_quant metadata)",

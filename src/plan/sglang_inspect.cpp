@@ -140,7 +140,7 @@ std::string inspect_mxfp8(const LayerPlan& layer, const json&) {
   if (w->dtype != DType::F8_E4M3 || w->rank() != 2 || w->shape[1] % 32 != 0)
     return fmt::format("Comfy MXFP8 layer '{}' needs a 2-D F8_E4M3 weight with K % 32 == 0, found {}",
                        layer.prefix(), describe(w));
-  if (s->dtype != DType::U8 || !shape_is(s, {w->shape[0], w->shape[1] / 32}))
+  if ((s->dtype != DType::U8 && s->dtype != DType::F8_E8M0) || !shape_is(s, {w->shape[0], w->shape[1] / 32}))
     return fmt::format("Comfy MXFP8 layer '{}': weight_scale must be exactly U8 [{}, {}], found {}",
                        layer.prefix(), w->shape[0], w->shape[1] / 32, describe(s));
   return {};

@@ -24,7 +24,7 @@ bool is_scale_role(const std::string& role) {
 
 // U8 scale bytes are codes (E4M3, E8M0) only the format can read.
 bool decodable_scale(DType dtype) {
-  return is_float(dtype) || dtype == DType::F8_E4M3 || dtype == DType::F8_E5M2;
+  return is_float(dtype) || dtype == DType::F8_E4M3 || dtype == DType::F8_E5M2 || dtype == DType::F8_E8M0;
 }
 
 // One value per tensor, one per row ([N], [N, 1]) may not be 0; block scales may.
