@@ -4,11 +4,16 @@
 // the bf16/f32 GEMM cores (fp32 summation order only). Every shape list covers
 // the remainder paths: M in {1,2,3,7,16,33,64,257}, N not a multiple of 16,
 // K = 80 (5 NVFP4 blocks) and K not a multiple of 32.
+// Every test runs once per x86 path (avx512; avx2 with AVX-VNNI; avx2 with
+// vpmaddubsw only, forced through the kernel's switch) with kernels::set_isa
+// limiting the process to it; a path the CPU lacks is skipped by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "formats/quantizers.hpp"
@@ -28,9 +33,59 @@ namespace x86 = kernels::x86;
 
 const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
 
-bool has_avx512() {
-  return kernels::best_isa() == kernels::Isa::avx512 && x86::nvfp4_avx512_supported();
+// The kernel path a parameterized test runs.
+enum class Path { avx512, avx2_vnni, avx2 };
+
+std::string path_name(const ::testing::TestParamInfo<Path>& info) {
+  switch (info.param) {
+    case Path::avx512: return "avx512";
+    case Path::avx2_vnni: return "avx2_vnni";
+    default: return "avx2";
+  }
 }
+
+kernels::Isa isa_of(Path p) { return p == Path::avx512 ? kernels::Isa::avx512 : kernels::Isa::avx2; }
+
+// Why this CPU cannot run path p (empty when it can); the NVFP4 avx512
+// kernels also need VBMI.
+std::string missing(Path p, bool nvfp4) {
+  if (kernels::best_isa() < isa_of(p)) return std::string(kernels::isa_name(isa_of(p))) + " ISA level";
+  if (nvfp4 && p == Path::avx512 && !x86::nvfp4_avx512_supported()) return "AVX-512 VBMI";
+  if (p == Path::avx2_vnni && !kernels::cpu_has_avx_vnni()) return "AVX-VNNI";
+  return {};
+}
+
+// Limits the process to the test's ISA level, restored afterwards.
+class OnPath : public ::testing::TestWithParam<Path> {
+ protected:
+  void SetUp() override {
+    if (const std::string why = missing(GetParam(), nvfp4()); !why.empty())
+      GTEST_SKIP() << "path " << path_name({GetParam(), 0}) << " needs " << why << ", absent on this CPU";
+    kernels::set_isa(isa_of(GetParam()));
+  }
+  void TearDown() override { kernels::set_isa(kernels::best_isa()); }
+  virtual bool nvfp4() const { return false; }
+  bool avx512() const { return GetParam() == Path::avx512; }
+  void quantize(const float* x, int64_t m, int64_t k, int64_t blocks, const float* pqs,
+                std::optional<float> scale, x86::Nvfp4Activation& act) const {
+    if (avx512()) x86::nvfp4_quantize_avx512(x, m, k, blocks, pqs, scale, act);
+    else x86::nvfp4_quantize_avx2(x, m, k, blocks, pqs, scale, act);
+  }
+  void gemm(const x86::Nvfp4Activation& act, const x86::Nvfp4Packed& w, const float* bias, float* y) const {
+    if (avx512()) x86::nvfp4_gemm_avx512(act, w, bias, y);
+    else x86::nvfp4_gemm_avx2(act, w, bias, y, GetParam() == Path::avx2_vnni);
+  }
+};
+
+// NVFP4 W4A4 runs on all three paths.
+class Nvfp4Kernels : public OnPath {
+  bool nvfp4() const override { return true; }
+};
+INSTANTIATE_TEST_SUITE_P(Paths, Nvfp4Kernels, ::testing::Values(Path::avx512, Path::avx2_vnni, Path::avx2),
+                         path_name);
+// The float GEMM cores have no VNNI variant: avx512 and avx2.
+class FloatKernels : public OnPath {};
+INSTANTIATE_TEST_SUITE_P(Paths, FloatKernels, ::testing::Values(Path::avx512, Path::avx2), path_name);
 
 // An NVFP4 weight as a checkpoint stores it: hi-first packed codes and
 // swizzled E4M3 block scales.
@@ -66,8 +121,7 @@ void expect_bits_equal(const std::vector<float>& want, const std::vector<float>&
   EXPECT_EQ(bad, 0) << what;
 }
 
-TEST(KernelsFloat, Nvfp4ActivationQuantizerMatchesReference) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
   for (int64_t k : {16, 80, 72, 3}) {
     const int64_t blocks = (k + 15) / 16;
     for (int64_t m : {1, 7, 33}) {
@@ -76,7 +130,7 @@ TEST(KernelsFloat, Nvfp4ActivationQuantizerMatchesReference) {
       for (auto scale : {std::optional<float>{}, std::optional<float>{0.004f}}) {
         const quant::Nvfp4Blocks ref = quant::quantize_nvfp4(x.data(), m, k, scale);
         x86::Nvfp4Activation act;
-        x86::nvfp4_quantize_avx512(x.data(), m, k, blocks, nullptr, scale, act);
+        quantize(x.data(), m, k, blocks, nullptr, scale, act);
         EXPECT_EQ(act.global, ref.global_scale);
         for (int64_t r = 0; r < m; ++r)
           for (int64_t b = 0; b < blocks; ++b) {
@@ -96,10 +150,10 @@ TEST(KernelsFloat, Nvfp4ActivationQuantizerMatchesReference) {
   }
 }
 
-TEST(KernelsFloat, Nvfp4GemmIsBitExactAgainstReference) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+// Zero tolerance: integer block dots and the reference's fp32 epilogue order.
+TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
   struct Shape { int64_t n, k; };
-  for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}}) {
+  for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}, Shape{100, 48}}) {
     const StoredNvfp4 w = make_nvfp4(s.n, s.k, 100 + s.n);
     const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), w.rows, w.row_bytes,
                                                     w.scales.data(), s.n, w.global);
@@ -115,8 +169,8 @@ TEST(KernelsFloat, Nvfp4GemmIsBitExactAgainstReference) {
         std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size(), -1.0f);
         kernels::ref::nvfp4_w4a4(x.data(), m, s.k, w.view(), s.n, input, p, b, want.data());
         x86::Nvfp4Activation act;
-        x86::nvfp4_quantize_avx512(x.data(), m, s.k, packed.blocks, p, input, act);
-        x86::nvfp4_gemm_avx512(act, packed, b, got.data());
+        quantize(x.data(), m, s.k, packed.blocks, p, input, act);
+        gemm(act, packed, b, got.data());
         SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant " << variant);
         expect_bits_equal(want, got, "nvfp4");
       }
@@ -124,8 +178,7 @@ TEST(KernelsFloat, Nvfp4GemmIsBitExactAgainstReference) {
   }
 }
 
-TEST(KernelsFloat, Nvfp4BlockDotIsExactForExtremeCodes) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+TEST_P(Nvfp4Kernels, BlockDotIsExactForExtremeCodes) {
   // Every weight code ±6 with scale 448 and activations that quantize to ±6:
   // the largest block dot (16·12·12 = 2304 doubled) must come out exactly.
   const int64_t n = 16, k = 32;
@@ -142,8 +195,8 @@ TEST(KernelsFloat, Nvfp4BlockDotIsExactForExtremeCodes) {
   std::vector<float> want(2 * n), got(2 * n);
   kernels::ref::nvfp4_w4a4(x.data(), 2, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
   x86::Nvfp4Activation act;
-  x86::nvfp4_quantize_avx512(x.data(), 2, k, packed.blocks, nullptr, std::nullopt, act);
-  x86::nvfp4_gemm_avx512(act, packed, nullptr, got.data());
+  quantize(x.data(), 2, k, packed.blocks, nullptr, std::nullopt, act);
+  gemm(act, packed, nullptr, got.data());
   // x codes +6/-6 with g = 3/2688, S = 448 (worked example of §3.2): block dot
   // of (6)(6) + (-6)(-6) ... = 16·36 per block, two blocks; y = g·1·448²·1152.
   const float expected = (3.0f / 2688.0f) * 1.0f * (448.0f * 448.0f * 1152.0f);
@@ -161,49 +214,62 @@ TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
   EXPECT_TRUE(x86::nvfp4_pack(codes.data(), 16, 8, neg.data(), 16, 1.0f).fast_ok);
 }
 
-// The bf16 activation preparation yields exactly the reference quantizer's values.
-TEST(KernelsFloat, Bf16PreparationMatchesReferenceQuantizers) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+// The activation preparation yields exactly the reference quantizer's values
+// (avx512: bf16 pairs; avx2: f32 values, `none` = x with zero padding).
+TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
   for (int64_t k : {1, 31, 64, 70}) {
     const int64_t m = 5;
     std::vector<float> x = random_floats(static_cast<size_t>(m * k), 40 + k, 30.0f);
     x[0] = 1e6f;      // saturates
     if (k > 2) x[1] = 1e-9f;  // FP8 subnormal / underflow
-    const int64_t steps = (k + 31) / 32 * 16;
-    std::vector<uint32_t> out(static_cast<size_t>(m * steps));
+    const int64_t steps = (k + 31) / 32 * 16, cols = 2 * steps;
+    std::vector<uint32_t> pairs(static_cast<size_t>(m * steps));
+    std::vector<float> f32(static_cast<size_t>(m * cols));
+    auto prepare = [&](x86::ActPrep prep, float inv) {
+      if (avx512()) x86::prepare_bf16_avx512(x.data(), m, k, steps, prep, inv, pairs.data());
+      else x86::prepare_f32_avx2(x.data(), m, k, cols, prep, inv, f32.data());
+    };
     auto value = [&](int64_t r, int64_t c) {
-      const uint32_t word = out[r * steps + c / 2];
+      if (!avx512()) return f32[r * cols + c];
+      const uint32_t word = pairs[r * steps + c / 2];
       return bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? word & 0xFFFF : word >> 16));
     };
     for (DType dt : {DType::F8_E4M3, DType::F8_E5M2}) {
       const float scale = 0.37f;
       std::vector<uint8_t> q(x.size());
       quant::quantize_fp8(x.data(), m * k, scale, dt, q.data());
-      x86::prepare_bf16_avx512(x.data(), m, k, steps, dt == DType::F8_E4M3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2,
-                               1.0f / scale, out.data());
+      prepare(dt == DType::F8_E4M3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2, 1.0f / scale);
       for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < 2 * steps; ++c) {
+        for (int64_t c = 0; c < cols; ++c) {
           const float want = c < k ? (dt == DType::F8_E4M3 ? e4m3_to_f32(q[r * k + c]) : e5m2_to_f32(q[r * k + c])) : 0.0f;
           ASSERT_EQ(value(r, c), want) << dtype_name(dt) << " k=" << k << " (" << r << ", " << c << ")";
         }
     }
     const quant::Mxfp8Blocks mx = quant::quantize_mxfp8(x.data(), m, k);
-    x86::prepare_bf16_avx512(x.data(), m, k, steps, x86::ActPrep::mxfp8, 1.0f, out.data());
+    prepare(x86::ActPrep::mxfp8, 1.0f);
     for (int64_t r = 0; r < m; ++r)
-      for (int64_t c = 0; c < 2 * steps; ++c) {
+      for (int64_t c = 0; c < cols; ++c) {
         const float want = e4m3_to_f32(mx.codes[r * mx.cols + c]) * e8m0_to_f32(mx.exponents[r * (mx.cols / 32) + c / 32]);
         ASSERT_EQ(value(r, c), want) << "mxfp8 k=" << k << " (" << r << ", " << c << ")";
+      }
+    // Full precision: avx512 rounds x to bf16 (RNE), avx2 keeps it.
+    prepare(avx512() ? x86::ActPrep::round : x86::ActPrep::none, 1.0f);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = c < k ? x[r * k + c] : 0.0f;
+        ASSERT_EQ(value(r, c), avx512() ? round_to(DType::BF16, v) : v) << "k=" << k << " (" << r << ", " << c << ")";
       }
   }
 }
 
 // Error bound of an fp32 sum of n terms in any order: n·2^-24·Σ|term| (plus
-// the final alpha/bias roundings).
-TEST(KernelsFloat, FloatGemmMatchesReferenceWithinSummationError) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI/BF16 on this CPU";
+// the final alpha/bias roundings). Both operands are exact in the kernel's
+// input type (bf16 for avx512's bf16 panels), so the summation order is the
+// only difference from the reference.
+TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
   struct Shape { int64_t n, k; };
   for (auto type : {x86::GemmType::bf16, x86::GemmType::f32}) {
-    for (Shape s : {Shape{16, 64}, Shape{37, 70}, Shape{50, 3}, Shape{49, 600}}) {
+    for (Shape s : {Shape{16, 64}, Shape{37, 70}, Shape{50, 3}, Shape{49, 600}, Shape{100, 17}}) {
       std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 9 + s.k, 0.1f);
       if (type == x86::GemmType::bf16)
         for (float& v : w) v = round_to(DType::BF16, v);
@@ -211,19 +277,27 @@ TEST(KernelsFloat, FloatGemmMatchesReferenceWithinSummationError) {
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3, 0.5f);
       for (int64_t m : kRows) {
         std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 77 + m, 1.0f);
-        if (type == x86::GemmType::bf16)
+        if (type == x86::GemmType::bf16 && avx512())
           for (float& v : x) v = round_to(DType::BF16, v);
-        std::vector<uint32_t> a;
-        const uint32_t* ap = reinterpret_cast<const uint32_t*>(x.data());
-        if (type == x86::GemmType::bf16) {
-          a.resize(static_cast<size_t>(m * panels.steps));
-          x86::prepare_bf16_avx512(x.data(), m, s.k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
-          ap = a.data();
-        }
         const float alpha = 0.75f;
         std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size());
         kernels::ref::linear_f32(x.data(), m, s.k, w.data(), s.n, nullptr, want.data());
-        x86::float_gemm_avx512(ap, m, panels, alpha, bias.data(), got.data());
+        if (avx512()) {
+          std::vector<uint32_t> a;
+          const uint32_t* ap = reinterpret_cast<const uint32_t*>(x.data());
+          if (type == x86::GemmType::bf16) {
+            a.resize(static_cast<size_t>(m * panels.steps));
+            x86::prepare_bf16_avx512(x.data(), m, s.k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+            ap = a.data();
+          }
+          x86::float_gemm_avx512(ap, m, panels, alpha, bias.data(), got.data());
+        } else {
+          // bf16 panels read k-pairs: pad x to 2·steps columns (odd k).
+          const int64_t cols = type == x86::GemmType::bf16 ? 2 * panels.steps : s.k;
+          std::vector<float> a(static_cast<size_t>(m * cols));
+          x86::prepare_f32_avx2(x.data(), m, s.k, cols, x86::ActPrep::none, 1.0f, a.data());
+          x86::float_gemm_avx2(a.data(), cols, m, panels, alpha, bias.data(), got.data());
+        }
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < s.n; ++c) {
             double mag = 0;
@@ -234,6 +308,30 @@ TEST(KernelsFloat, FloatGemmMatchesReferenceWithinSummationError) {
           }
       }
     }
+  }
+}
+
+// The AVX2 core with FP8 operands is the reference's FMA chain in k order
+// (every e4m3·e4m3 product is exact in fp32), so it is bit exact there.
+TEST_P(FloatKernels, Avx2Fp8GemmIsBitExact) {
+  if (avx512()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps); covered by the bound above";
+  const int64_t n = 37, k = 600;
+  std::vector<float> w = random_floats(static_cast<size_t>(n * k), 5, 0.1f);
+  for (float& v : w) v = e4m3_to_f32(f32_to_e4m3(std::clamp(v * 100.0f, -448.0f, 448.0f)));
+  const x86::FloatPanels panels = x86::pack_panels(w.data(), n, k, x86::GemmType::bf16);
+  for (int64_t m : kRows) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 6 + m, 3.0f);
+    std::vector<float> a(static_cast<size_t>(m * k)), want(static_cast<size_t>(m * n)), got(want.size());
+    x86::prepare_f32_avx2(x.data(), m, k, k, x86::ActPrep::e4m3, 1.0f, a.data());
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < k; ++i) acc += a[r * k + i] * w[c * k + i];
+        want[r * n + c] = acc * 0.5f;
+      }
+    x86::float_gemm_avx2(a.data(), k, m, panels, 0.5f, nullptr, got.data());
+    SCOPED_TRACE(::testing::Message() << "m=" << m);
+    expect_bits_equal(want, got, "fp8 avx2");
   }
 }
 

@@ -1,8 +1,10 @@
 // Float-family Linear layers built through the format records (quantize random
 // weights -> layer -> Linear::create), on every ISA path this CPU runs:
-//  1. the selected fast kernel against `--kernel ref` (NVFP4 W4A4 bit exact;
-//     bf16 paths within the fp32 summation bound, plus the bf16 rounding of x
-//     for full-precision layers);
+//  1. the selected fast kernel against `--kernel ref` (NVFP4 W4A4 bit exact on
+//     every path; FP8 bit exact on avx2, whose f32 FMA chain is the
+//     reference's; otherwise within the fp32 summation bound, plus the bf16
+//     rounding of x for avx512's full-precision layers), and which kernel each
+//     ISA path picks;
 //  2. each format against a plain f32 linear over its dequantized weight,
 //     within the quantization error measured for that format (see kQuantError).
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu.hpp"
+#include "kernels/x86/nvfp4_w4a4.hpp"
 #include "linear/synthetic_layer.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
@@ -72,46 +75,68 @@ std::vector<float> run(const Linear& lin, const std::vector<float>& x, int64_t m
   return y;
 }
 
-class IsaGuard {
- public:
-  ~IsaGuard() { kernels::set_isa(kernels::best_isa()); }
+// One run per ISA path (reference, avx2, avx512), skipped when the CPU lacks it.
+class LinearFloatIsa : public ::testing::TestWithParam<kernels::Isa> {
+ protected:
+  void SetUp() override {
+    if (kernels::best_isa() < GetParam())
+      GTEST_SKIP() << "ISA path " << kernels::isa_name(GetParam()) << " is absent on this CPU";
+    kernels::set_isa(GetParam());
+  }
+  void TearDown() override { kernels::set_isa(kernels::best_isa()); }
 };
 
-TEST(LinearFloat, FastMatchesReferenceOnEveryIsa) {
-  IsaGuard guard;
+INSTANTIATE_TEST_SUITE_P(Paths, LinearFloatIsa,
+                         ::testing::Values(kernels::Isa::reference, kernels::Isa::avx2, kernels::Isa::avx512),
+                         [](const ::testing::TestParamInfo<kernels::Isa>& info) {
+                           return std::string(kernels::isa_name(info.param));
+                         });
+
+// The kernel a layer must pick on the active path.
+std::string expected_kernel(bool w4a4) {
+  const kernels::Isa isa = kernels::active_isa();
+  if (isa == kernels::Isa::reference) return "ref";
+  const std::string avx2 = w4a4 && kernels::cpu_has_avx_vnni() ? "avx2_vnni" : "avx2";
+  if (isa == kernels::Isa::avx2) return avx2;
+  // NVFP4 W4A4's avx512 kernel also needs VBMI; without it the AVX2 one runs.
+  return w4a4 && !kernels::x86::nvfp4_avx512_supported() ? avx2 : "avx512";
+}
+
+TEST_P(LinearFloatIsa, FastMatchesReference) {
+  const bool avx2 = GetParam() == kernels::Isa::avx2;
   for (const Case& c : kCases) {
     SCOPED_TRACE(name_of(c));
     auto s = build(c, 11);
     const bool w4a4 = c.format && std::string(c.format) == "nvfp4" && !c.full_precision;
+    const bool fp8 = c.format && std::string(c.format).starts_with("float8") && !c.full_precision;
     std::vector<float> w(static_cast<size_t>(c.n * c.k));
     s->layer.format->dequantize(s->layer, Basis::original, w.data());
-    for (int isa = 0; isa <= static_cast<int>(kernels::best_isa()); ++isa) {
-      kernels::set_isa(static_cast<kernels::Isa>(isa));
-      SCOPED_TRACE(std::string(kernels::isa_name(kernels::active_isa())));
-      auto fast = Linear::create(s->layer);
-      auto ref = Linear::create(s->layer, LinearOptions{KernelChoice::reference});
-      EXPECT_EQ(ref->kernel_name(), "ref");
-      EXPECT_EQ(fast->in_features(), c.k);
-      EXPECT_EQ(fast->out_features(), c.n);
-      for (int64_t m : kRows) {
-        const std::vector<float> x = random_floats(static_cast<size_t>(m * c.k), 500 + m, 1.0f);
-        const std::vector<float> yf = run(*fast, x, m), yr = run(*ref, x, m);
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t j = 0; j < c.n; ++j) {
-            const float a = yf[r * c.n + j], b = yr[r * c.n + j];
-            if (w4a4) {
-              ASSERT_EQ(a, b) << "m=" << m << " (" << r << ", " << j << ")";
-              continue;
-            }
-            // Σ|x·w| bounds every summation-order difference (2K·2^-24 relative)
-            // and, for full-precision layers, the bf16 rounding of x (2^-9).
-            double mag = 0;
-            for (int64_t i = 0; i < c.k; ++i) mag += std::fabs(double(x[r * c.k + i]) * w[j * c.k + i]);
-            const double rel = (c.full_precision && c.format) ? 0x1p-8 : (2.0 * c.k + 8) * 0x1p-24;
-            ASSERT_NEAR(a, b, rel * mag * 2 + 1e-6 * std::fabs(b) + 1e-12)
-                << "m=" << m << " (" << r << ", " << j << ") kernel " << fast->kernel_name();
+    auto fast = Linear::create(s->layer);
+    auto ref = Linear::create(s->layer, LinearOptions{KernelChoice::reference});
+    EXPECT_EQ(ref->kernel_name(), "ref");
+    EXPECT_EQ(fast->kernel_name(), expected_kernel(w4a4));
+    EXPECT_EQ(fast->in_features(), c.k);
+    EXPECT_EQ(fast->out_features(), c.n);
+    for (int64_t m : kRows) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(m * c.k), 500 + m, 1.0f);
+      const std::vector<float> yf = run(*fast, x, m), yr = run(*ref, x, m);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < c.n; ++j) {
+          const float a = yf[r * c.n + j], b = yr[r * c.n + j];
+          if (w4a4 || (fp8 && avx2)) {
+            ASSERT_EQ(a, b) << "m=" << m << " (" << r << ", " << j << ") kernel " << fast->kernel_name();
+            continue;
           }
-      }
+          // Σ|x·w| bounds every summation-order difference (2K·2^-24 relative)
+          // and, for avx512's full-precision layers, the bf16 rounding of x
+          // (2^-9); avx2 keeps x in f32 there.
+          double mag = 0;
+          for (int64_t i = 0; i < c.k; ++i) mag += std::fabs(double(x[r * c.k + i]) * w[j * c.k + i]);
+          const bool bf16_x = c.full_precision && c.format && !avx2;
+          const double rel = bf16_x ? 0x1p-8 : (2.0 * c.k + 8) * 0x1p-24;
+          ASSERT_NEAR(a, b, rel * mag * 2 + 1e-6 * std::fabs(b) + 1e-12)
+              << "m=" << m << " (" << r << ", " << j << ") kernel " << fast->kernel_name();
+        }
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu.hpp"
+#include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -46,9 +47,55 @@ bool full_precision(const Layer& layer) {
   return it != layer.params.end() && it->is_boolean() && it->get<bool>();
 }
 
-bool use_avx512(const LinearOptions& options) {
-  return options.kernel == KernelChoice::automatic &&
-         kernels::active_isa() == kernels::Isa::avx512;
+FastPath fast_path(const LinearOptions& options) {
+  if (options.kernel != KernelChoice::automatic) return FastPath::none;
+  switch (kernels::active_isa()) {
+    case kernels::Isa::avx512: return FastPath::avx512;
+    case kernels::Isa::avx2: return FastPath::avx2;
+    default: return FastPath::none;
+  }
+}
+
+FastPath nvfp4_w4a4_path(const LinearOptions& options) {
+  const FastPath path = fast_path(options);
+  if (path == FastPath::avx512 && !kernels::x86::nvfp4_avx512_supported()) return FastPath::avx2;
+  return path;
+}
+
+bool use_avx512(const LinearOptions& options) { return fast_path(options) == FastPath::avx512; }
+
+FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type)
+    : path_(path), panels_(kernels::x86::pack_panels(w, n, k, type)) {
+  if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
+}
+
+void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
+                    float alpha, const float* bias, float* y) const {
+  namespace x86 = kernels::x86;
+  const x86::FloatPanels& w = panels_;
+  if (w.type == x86::GemmType::f32) {  // unquantized: x is the operand
+    if (k != w.steps) fail("float gemm: activation has {} columns, the weight {}", k, w.steps);
+    if (path_ == FastPath::avx512)
+      x86::float_gemm_avx512(reinterpret_cast<const uint32_t*>(x), m, w, alpha, bias, y);
+    else
+      x86::float_gemm_avx2(x, k, m, w, alpha, bias, y);
+    return;
+  }
+  if (path_ == FastPath::avx512) {
+    std::vector<uint32_t> a(static_cast<size_t>(m * w.steps));
+    x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
+    x86::float_gemm_avx512(a.data(), m, w, alpha, bias, y);
+    return;
+  }
+  const int64_t cols = 2 * w.steps;
+  if (prep == x86::ActPrep::round) prep = x86::ActPrep::none;
+  if (prep == x86::ActPrep::none && k == cols) {  // f32 x already has the panel's K
+    x86::float_gemm_avx2(x, k, m, w, alpha, bias, y);
+    return;
+  }
+  std::vector<float> a(static_cast<size_t>(m * cols));
+  x86::prepare_f32_avx2(x, m, k, cols, prep, inv_scale, a.data());
+  x86::float_gemm_avx2(a.data(), cols, m, w, alpha, bias, y);
 }
 
 void FloatLinear::check(const float* x, int64_t m, float* y) const {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/x86/float_gemm.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
 
@@ -23,8 +24,39 @@ float optional_scalar_f32(const Layer& layer, std::string_view role, bool& prese
 const uint8_t* bytes_at_least(const Layer& layer, std::string_view role, int64_t need);
 // full_precision_matrix_mult from the marker parameters (false when absent).
 bool full_precision(const Layer& layer);
+
+// The one place that picks a float layer's kernel family from the options and
+// the active ISA: avx512 when active_isa() is avx512, avx2 when it is avx2,
+// none (reference) otherwise or with KernelChoice::reference.
+enum class FastPath { none, avx2, avx512 };
+FastPath fast_path(const LinearOptions& options);
+// NVFP4 W4A4 also needs AVX-512 VBMI (vpermb) for its avx512 kernel; an
+// avx512 CPU without it runs the AVX2 kernel (it has AVX2) instead of the
+// reference.
+FastPath nvfp4_w4a4_path(const LinearOptions& options);
 // True when the fast AVX-512 kernels may run (options + active ISA).
 bool use_avx512(const LinearOptions& options);
+
+// A float layer's packed weight and its GEMM on the chosen fast path
+// (kernels/x86/float_gemm.hpp): avx512 runs the bf16-dot / f32 core on bf16
+// activations, avx2 the FMA core on f32 activations over the same panels.
+class FloatGemm {
+ public:
+  FloatGemm() = default;
+  // w [n, k] f32; path avx2 or avx512.
+  FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type);
+  bool ready() const { return path_ != FastPath::none; }
+  std::string_view name() const { return path_ == FastPath::avx512 ? "avx512" : "avx2"; }
+  // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K).
+  // prep `round` marks full-precision layers: avx512 rounds x to bf16 (its
+  // operand type), avx2 keeps x in f32. f32 panels take x as is.
+  void run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
+           float alpha, const float* bias, float* y) const;
+
+ private:
+  FastPath path_ = FastPath::none;
+  kernels::x86::FloatPanels panels_;
+};
 
 // Base for the float-family layers: forward checks, kernel name.
 class FloatLinear : public Linear {

@@ -4,8 +4,11 @@
 // none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The fast path decodes the weight once to
 // bf16 panels (every FP8 value is exact in bf16), produces the quantized
 // activation directly as bf16 values and runs vdpbf16ps with fp32
-// accumulation. full_precision_matrix_mult: W = fp8·s_w, x·Wᵀ in f32 (the
-// fast path rounds x to bf16 and applies s_w in the epilogue).
+// accumulation; the AVX2 path widens those bf16 panels in registers and runs
+// f32 FMAs on the f32 quantized activation (exact products, k order: the
+// reference's sums bit for bit). full_precision_matrix_mult: W = fp8·s_w,
+// x·Wᵀ in f32 (the fast paths apply s_w in the epilogue; avx512 rounds x to
+// bf16, avx2 keeps it f32).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/factories.hpp"
@@ -38,9 +41,9 @@ class Fp8Linear final : public FloatLinear {
     auto decode = dtype_ == DType::F8_E4M3 ? e4m3_to_f32 : e5m2_to_f32;
     std::vector<float> w(static_cast<size_t>(n * k));
     for (size_t i = 0; i < w.size(); ++i) w[i] = decode(codes[i]);
-    if (use_avx512(options)) {
-      panels_ = kernels::x86::pack_panels(w.data(), n, k, kernels::x86::GemmType::bf16);
-      kernel_ = "avx512";
+    if (const FastPath path = fast_path(options); path != FastPath::none) {
+      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16);
+      kernel_ = gemm_.name();
     } else if (full_precision_) {
       for (float& v : w) v *= weight_scale_;  // eager dequantize with T = f32
       dequantized_ = std::move(w);
@@ -61,14 +64,11 @@ class Fp8Linear final : public FloatLinear {
         kernels::ref::fp8_linear(x, m, k, codes_.data(), n, dtype_, weight_scale_, input_scale_, bias, y);
       return;
     }
-    std::vector<uint32_t> a(static_cast<size_t>(m * panels_.steps));
     if (full_precision_) {
-      kernels::x86::prepare_bf16_avx512(x, m, k, panels_.steps, ActPrep::round, 1.0f, a.data());
-      kernels::x86::float_gemm_avx512(a.data(), m, panels_, weight_scale_, bias, y);
+      gemm_.run(x, m, k, ActPrep::round, 1.0f, weight_scale_, bias, y);
     } else {
       const ActPrep prep = dtype_ == DType::F8_E4M3 ? ActPrep::e4m3 : ActPrep::e5m2;
-      kernels::x86::prepare_bf16_avx512(x, m, k, panels_.steps, prep, 1.0f / input_scale_, a.data());
-      kernels::x86::float_gemm_avx512(a.data(), m, panels_, input_scale_ * weight_scale_, bias, y);
+      gemm_.run(x, m, k, prep, 1.0f / input_scale_, input_scale_ * weight_scale_, bias, y);
     }
   }
 
@@ -78,7 +78,7 @@ class Fp8Linear final : public FloatLinear {
   std::vector<float> bias_, dequantized_;
   std::vector<uint8_t> codes_;
   bool full_precision_ = false;
-  kernels::x86::FloatPanels panels_;
+  FloatGemm gemm_;
 };
 
 }  // namespace

@@ -4,8 +4,10 @@
 // exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16
 // GEMM with fp32 accumulation; the reference sums each block exactly first
 // and then scales, so the two differ by fp32 rounding order only.
-// full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ (the fast
-// path rounds x to bf16).
+// The AVX2 path runs f32 FMAs over the same bf16 panels (widened in
+// registers) and f32 quantized activations.
+// full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ (the avx512
+// path rounds x to bf16, avx2 keeps it f32).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/factories.hpp"
@@ -36,7 +38,8 @@ class Mxfp8Linear final : public FloatLinear {
         bytes_at_least(layer, "weight_scale", swizzled_rows(rows_) * swizzled_cols(blocks));
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
-    const bool fast = use_avx512(options);
+    const FastPath path = fast_path(options);
+    const bool fast = path != FastPath::none;
     if (!fast && !full_precision_) {
       codes_.assign(codes, codes + rows_ * cols_);
       scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
@@ -50,8 +53,8 @@ class Mxfp8Linear final : public FloatLinear {
         w[static_cast<size_t>(r * kw + c)] =
             e4m3_to_f32(codes[r * cols_ + c]) * e8m0_to_f32(scales[swizzled_offset(r, c / 32, blocks)]);
     if (fast) {
-      panels_ = kernels::x86::pack_panels(w.data(), n, kw, kernels::x86::GemmType::bf16);
-      kernel_ = "avx512";
+      gemm_ = FloatGemm(path, w.data(), n, kw, kernels::x86::GemmType::bf16);
+      kernel_ = gemm_.name();
     } else {
       dequantized_ = std::move(w);
     }
@@ -71,10 +74,7 @@ class Mxfp8Linear final : public FloatLinear {
       }
       return;
     }
-    std::vector<uint32_t> a(static_cast<size_t>(m * panels_.steps));
-    kernels::x86::prepare_bf16_avx512(x, m, k, panels_.steps,
-                                      full_precision_ ? ActPrep::round : ActPrep::mxfp8, 1.0f, a.data());
-    kernels::x86::float_gemm_avx512(a.data(), m, panels_, 1.0f, bias, y);
+    gemm_.run(x, m, k, full_precision_ ? ActPrep::round : ActPrep::mxfp8, 1.0f, 1.0f, bias, y);
   }
 
  private:
@@ -82,7 +82,7 @@ class Mxfp8Linear final : public FloatLinear {
   std::vector<float> bias_, dequantized_;
   std::vector<uint8_t> codes_, scales_;
   bool full_precision_ = false;
-  kernels::x86::FloatPanels panels_;
+  FloatGemm gemm_;
 };
 
 }  // namespace

@@ -1,12 +1,14 @@
 // NVFP4 layers (spec/formats.md §3.2). W4A4 by default: the activation is
-// quantized to NVFP4 and the fast path runs exact int32 block dots with VNNI
-// (kernels/x86/nvfp4_w4a4.hpp). With full_precision_matrix_mult the weight is
+// quantized to NVFP4 and the fast paths run exact int32 block dots (AVX-512
+// VNNI, or AVX2 with AVX-VNNI / vpmaddubsw; kernels/x86/nvfp4_w4a4.hpp), bit
+// identical to the reference. With full_precision_matrix_mult the weight is
 // dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g); the fast
-// path keeps e2m1·S (exact in bf16) in bf16 panels, rounds x to bf16 and
-// applies g in the epilogue (so it differs from the reference by the bf16
-// rounding of x only).
+// paths keep e2m1·S (exact in bf16) in bf16 panels and apply g in the
+// epilogue; avx512 rounds x to bf16 (so it differs from the reference by that
+// rounding), avx2 keeps x in f32 (summation order only).
 #include <optional>
 
+#include "kernels/cpu.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
@@ -49,12 +51,14 @@ class Nvfp4Linear final : public FloatLinear {
     }
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
-    const bool fast = use_avx512(options);
     if (full_precision_) {
-      build_full_precision(codes, scales, blocks, fast);
-    } else if (fast && kernels::x86::nvfp4_avx512_supported()) {
+      build_full_precision(codes, scales, blocks, fast_path(options));
+    } else if (const FastPath path = nvfp4_w4a4_path(options); path != FastPath::none) {
       packed_ = kernels::x86::nvfp4_pack(codes, rows_, row_bytes_, scales, n, global_);
-      if (packed_.fast_ok) kernel_ = "avx512";
+      w4a4_ = packed_.fast_ok ? path : FastPath::none;
+      vnni_ = kernels::cpu_has_avx_vnni();
+      if (w4a4_ == FastPath::avx512) kernel_ = "avx512";
+      else if (w4a4_ == FastPath::avx2) kernel_ = vnni_ ? "avx2_vnni" : "avx2";
       else packed_ = {};
     }
     if (kernel_ == "ref" && !full_precision_) {
@@ -77,14 +81,10 @@ class Nvfp4Linear final : public FloatLinear {
           for (int64_t i = 0; i < k; ++i) scaled[r * k + i] *= pqs[i];
         x = scaled.data();
       }
-      if (kernel_ == "ref") {
+      if (kernel_ == "ref")
         kernels::ref::linear_f32(x, m, k, dequantized_.data(), n, bias, y);
-      } else {
-        std::vector<uint32_t> a(static_cast<size_t>(m * panels_.steps));
-        kernels::x86::prepare_bf16_avx512(x, m, k, panels_.steps, kernels::x86::ActPrep::round, 1.0f,
-                                          a.data());
-        kernels::x86::float_gemm_avx512(a.data(), m, panels_, global_, bias, y);
-      }
+      else
+        gemm_.run(x, m, k, kernels::x86::ActPrep::round, 1.0f, global_, bias, y);
       return;
     }
     if (kernel_ == "ref") {
@@ -93,14 +93,20 @@ class Nvfp4Linear final : public FloatLinear {
       return;
     }
     kernels::x86::Nvfp4Activation act;
-    kernels::x86::nvfp4_quantize_avx512(x, m, k, packed_.blocks, pqs, input_scale_, act);
-    kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
+    if (w4a4_ == FastPath::avx512) {
+      kernels::x86::nvfp4_quantize_avx512(x, m, k, packed_.blocks, pqs, input_scale_, act);
+      kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
+    } else {
+      kernels::x86::nvfp4_quantize_avx2(x, m, k, packed_.blocks, pqs, input_scale_, act);
+      kernels::x86::nvfp4_gemm_avx2(act, packed_, bias, y, vnni_);
+    }
   }
 
  private:
   // W = e2m1·(S·g) for the reference (§3.2 decode with T = f32); e2m1·S
   // (exact in bf16) packed for the fast path.
-  void build_full_precision(const uint8_t* codes, const uint8_t* scales, int64_t blocks, bool fast) {
+  void build_full_precision(const uint8_t* codes, const uint8_t* scales, int64_t blocks, FastPath path) {
+    const bool fast = path != FastPath::none;
     const int64_t n = out_features(), k = in_features();
     std::vector<float> w(static_cast<size_t>(n * k));
     for (int64_t r = 0; r < n; ++r)
@@ -111,8 +117,8 @@ class Nvfp4Linear final : public FloatLinear {
         w[static_cast<size_t>(r * k + c)] = fast ? v * s : v * (global_ * s);
       }
     if (fast) {
-      panels_ = kernels::x86::pack_panels(w.data(), n, k, kernels::x86::GemmType::bf16);
-      kernel_ = "avx512";
+      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16);
+      kernel_ = gemm_.name();
     } else {
       dequantized_ = std::move(w);
     }
@@ -126,7 +132,9 @@ class Nvfp4Linear final : public FloatLinear {
   std::vector<uint8_t> codes_, scales_;  // reference copies
   std::vector<float> dequantized_;       // reference full precision
   kernels::x86::Nvfp4Packed packed_;
-  kernels::x86::FloatPanels panels_;
+  FastPath w4a4_ = FastPath::none;  // which W4A4 kernel runs packed_
+  bool vnni_ = false;               // AVX2 kernel: AVX-VNNI block dots
+  FloatGemm gemm_;                  // full-precision fast path
 };
 
 }  // namespace

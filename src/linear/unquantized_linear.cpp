@@ -1,6 +1,7 @@
 // Layers without a marker: F32, F16, BF16 or F64 weights, f32 math. The weight
-// is converted to f32 once; the fast path packs it into f32 panels for the
-// AVX-512 FMA GEMM (kernels/x86/float_gemm.hpp), the reference loops in k order.
+// is converted to f32 once; the fast paths pack it into f32 panels for the
+// AVX-512 or AVX2 FMA GEMM (kernels/x86/float_gemm.hpp), the reference loops
+// in k order.
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/factories.hpp"
@@ -24,9 +25,9 @@ class UnquantizedLinear final : public FloatLinear {
            weight.data.size(), n * k * static_cast<int64_t>(dtype_size(weight.dtype)));
     std::vector<float> w = to_f32(weight);
     bias_ = bias_f32(layer, n);
-    if (use_avx512(options)) {
-      panels_ = kernels::x86::pack_panels(w.data(), n, k, kernels::x86::GemmType::f32);
-      kernel_ = "avx512";
+    if (const FastPath path = fast_path(options); path != FastPath::none) {
+      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::f32);
+      kernel_ = gemm_.name();
     } else {
       weight_ = std::move(w);
     }
@@ -40,12 +41,12 @@ class UnquantizedLinear final : public FloatLinear {
       kernels::ref::linear_f32(x, m, in_features(), weight_.data(), out_features(), bias, y);
       return;
     }
-    kernels::x86::float_gemm_avx512(reinterpret_cast<const uint32_t*>(x), m, panels_, 1.0f, bias, y);
+    gemm_.run(x, m, in_features(), kernels::x86::ActPrep::none, 1.0f, 1.0f, bias, y);
   }
 
  private:
   std::vector<float> weight_, bias_;
-  kernels::x86::FloatPanels panels_;
+  FloatGemm gemm_;
 };
 
 }  // namespace

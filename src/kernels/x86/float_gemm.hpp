@@ -13,6 +13,10 @@
 // row is exactly one aligned load. Decoding FP8 codes once into bf16 costs 2
 // bytes per weight instead of 1; the formats that must stream at the memory
 // limit (NVFP4) use their own nibble kernel instead.
+//
+// The AVX2 core (float_gemm.avx2.cpp) reads the same panels as two ymm per
+// row and widens bf16 to f32 in registers (no bf16 dot on AVX2); its
+// activations are f32.
 #include <cstdint>
 #include <vector>
 
@@ -43,8 +47,21 @@ void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float
 //  - round: RNE of x to bf16 (full-precision layers);
 //  - e4m3 / e5m2: the FP8 value of clamp(x·inv_scale, ±max), RNE (§3.1);
 //  - mxfp8: per 32-block dynamic MXFP8 (§3.3), value·2^(e-127).
-enum class ActPrep { round, e4m3, e5m2, mxfp8 };
+//  - none: x unchanged (AVX2 only: its full-precision layers stay in f32).
+enum class ActPrep { round, e4m3, e5m2, mxfp8, none };
 void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
                          float inv_scale, uint32_t* out);
+
+// AVX2 + FMA core: a is f32 [m, lda]; bf16 panels read a[2s] and a[2s+1] for
+// every step s (lda >= 2·steps, so pad odd k with a zero column), f32 panels
+// a[s] (lda >= steps). y [m, n] = alpha·(a·wᵀ) + bias (bias may be null).
+void float_gemm_avx2(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
+                     const float* bias, float* y);
+
+// AVX2 activation preparation into f32 [m, cols] (cols >= k, zeros past k):
+// none, e4m3, e5m2 or mxfp8 (cols a multiple of 32) with exactly the
+// reference quantizer's values; `round` is refused (the AVX2 GEMM is f32).
+void prepare_f32_avx2(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
+                      float* out);
 
 }  // namespace mixq::kernels::x86

@@ -60,4 +60,15 @@ void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
 void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias,
                        float* y);
 
+// AVX2 kernels (nvfp4_w4a4.avx2.cpp) on the same packed weights (a panel is
+// two ymm halves of 8 rows; vpshufb replaces vpermb) and the same activation
+// struct; bit-identical results to the AVX-512 pair and the reference.
+void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks,
+                         const float* pre_quant_scale, std::optional<float> input_scale,
+                         Nvfp4Activation& out);
+// vnni: block dots with AVX-VNNI `vpdpbusd ymm` (pass cpu_has_avx_vnni()), or
+// with vpmaddubsw + vpmaddwd when false (tests force it to cover CPUs without).
+void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y,
+                     bool vnni);
+
 }  // namespace mixq::kernels::x86
