@@ -1,4 +1,4 @@
-#include "support/calibrate.hpp"
+#include "kernels/calibrate.hpp"
 
 #include <immintrin.h>
 #include <sys/mman.h>
@@ -13,9 +13,9 @@
 #include "kernels/cpu.hpp"
 #include "kernels/parallel.hpp"
 #include "mixq/error.hpp"
-#include "support/timing.hpp"
+#include "mixq/linear.hpp"
 
-namespace mixq::bench {
+namespace mixq::kernels {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -68,14 +68,15 @@ __attribute__((target("avx512f,avx512bf16"))) void bf16_loop(long iters) {
 
 // Runs loop(iters) on every pool thread at once, `reps` times; returns the
 // rate (ops_per_iter * iters * threads / seconds / 1e9) of each repetition.
-Rate peak(int threads, void (*loop)(long), double ops_per_iter) {
-  set_threads(threads);
-  constexpr long kIters = 20'000'000;  // ~0.1 s at 2 instructions per cycle
+Rate peak(int threads, int reps, void (*loop)(long), double ops_per_iter) {
+  set_num_threads(threads);
+  // ~0.1 s per repetition at 2 instructions per cycle (a quarter for short runs).
+  const long kIters = reps >= 7 ? 20'000'000 : 5'000'000;
   std::vector<double> rates;
   loop(kIters / 10);  // warm the clock up
-  for (int r = 0; r < 7; ++r) {
+  for (int r = 0; r < reps; ++r) {
     auto t0 = clock_type::now();
-    kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) loop(kIters);
     });
     double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -109,40 +110,40 @@ __attribute__((target("avx512f"))) uint64_t read_part(const std::byte* p, size_t
 
 }  // namespace
 
-bool has_avx512_vnni_bf16() { return kernels::best_isa() == kernels::Isa::avx512; }
+bool has_avx512_vnni_bf16() { return best_isa() == Isa::avx512; }
 
-Rate int8_vnni_peak_gops(int threads) {
+Rate int8_vnni_peak_gops(int threads, int reps) {
   if (!has_avx512_vnni_bf16()) return {};
-  return peak(threads, vnni_loop, 12 * 128.0);
+  return peak(threads, reps, vnni_loop, 12 * 128.0);
 }
 
-Rate bf16_dot_peak_gflops(int threads) {
+Rate bf16_dot_peak_gflops(int threads, int reps) {
   if (!has_avx512_vnni_bf16()) return {};
-  return peak(threads, bf16_loop, 12 * 64.0);
+  return peak(threads, reps, bf16_loop, 12 * 64.0);
 }
 
-Rate read_bandwidth_gbs(int threads, size_t bytes) {
+Rate read_bandwidth_gbs(int threads, size_t bytes, int reps) {
   if (!has_avx512_vnni_bf16()) return {};
-  set_threads(threads);
+  set_num_threads(threads);
   const size_t part = bytes / threads / 4096 * 4096;
   const size_t total = part * threads;
   void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) fail("bench: cannot map {} bytes for the bandwidth test", total);
+  if (mem == MAP_FAILED) fail("calibration: cannot map {} bytes for the bandwidth test", total);
   madvise(mem, total, MADV_HUGEPAGE);
   auto* base = static_cast<std::byte*>(mem);
   // First touch by the thread that will read the part (same NUMA node / pages).
-  kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+  parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) std::memset(base + t * part, static_cast<int>(t + 1), part);
   });
   std::atomic<uint64_t> sink{0};
   auto pass = [&] {
-    kernels::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part(base + t * part, part));
     });
   };
   pass();
   std::vector<double> rates;
-  for (int r = 0; r < 7; ++r) {
+  for (int r = 0; r < reps; ++r) {
     auto t0 = clock_type::now();
     pass();
     double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -153,4 +154,4 @@ Rate read_bandwidth_gbs(int threads, size_t bytes) {
   return {rates.back(), rates[rates.size() / 2]};
 }
 
-}  // namespace mixq::bench
+}  // namespace mixq::kernels
