@@ -17,10 +17,11 @@
 // reference bit for bit (dot4 = 4·dot, acc carries the factor 4 exactly).
 //
 // Small M (< kLargeM): weights streamed once and decoded in registers for
-// every row. Large M: per chunk of kRowChunk rows each panel is decoded once
-// into a per-thread buffer (L1) and reused by every MR-row tile.
-// Register tiles sized for 16 ymm (MR rows × 2 halves of J panels): the loop
-// orders keep all accumulators in registers (checked with objdump, g++ 12).
+// every row (tiles: 1 row × 2 panels for M = 1, 2 rows × 1 panel otherwise).
+// Large M: per chunk of kRowChunk rows each panel is decoded once into a
+// per-thread buffer (L1/L2) and reused by every 2-row × 1-panel tile.
+// objdump (g++ 12, -O2 and -O3): the block loop of every micro<> keeps its
+// accumulators in ymm registers, no stack access inside it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -189,30 +190,33 @@ inline __m256i weight_lut() {
 }
 
 // 8 E4M3 codes -> f32, exact for every non-NaN code (the AVX-512 bit trick:
-// magnitude bits into an f32 exponent/mantissa, times 2^120 to rebias).
+// magnitude bits into an f32 exponent/mantissa, times 2^120 to rebias). The
+// fields are cut out with shifts, not masks, to keep registers free.
 inline __m256 decode_e4m3x8(const uint8_t* p) {
   const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7F)), 20);
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+  const __m256i mag = _mm256_srli_epi32(_mm256_slli_epi32(c, 25), 5);   // bits 0-6 -> 20-26
+  const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31);  // bit 7 -> 31
   return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
 }
 
-// Half h (rows 8h..8h+7) of a packed 144-byte panel block.
-inline void decode_raw(const uint8_t* block, int h, __m256i lut, __m256i* w, __m256* s) {
-  const __m256i nib = _mm256_set1_epi8(0x0F);
-  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32 * h));
-  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 + 32 * h));
-  w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v0, nib));
-  w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib));
-  w[2] = _mm256_shuffle_epi8(lut, _mm256_and_si256(v1, nib));
-  w[3] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib));
-  *s = decode_e4m3x8(block + 128 + 8 * h);
+// Weight part q (k = 16b + 4q .. +3 per row lane) of half h (rows 8h..8h+7)
+// of a packed 144-byte panel block, as u8 12 + 2·e2m1: parts 0/1 are the low
+// and high nibbles of bytes [32h, 32h+32), parts 2/3 those of [64+32h, ...).
+inline __m256i raw_part(const uint8_t* block, int h, int q, __m256i lut) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + (q / 2) * 64 + 32 * h));
+  const __m256i nib = q % 2 == 0 ? v : _mm256_srli_epi16(v, 4);
+  return _mm256_shuffle_epi8(lut, _mm256_and_si256(nib, _mm256_set1_epi8(0x0F)));
 }
 
-inline void load_decoded(const uint8_t* half, __m256i* w, __m256* s) {
-  MIXQ_UNROLL
-  for (int q = 0; q < 4; ++q) w[q] = _mm256_load_si256(reinterpret_cast<const __m256i*>(half + 32 * q));
-  *s = _mm256_load_ps(reinterpret_cast<const float*>(half + 128));
+inline __m256 raw_scales(const uint8_t* block, int h) { return decode_e4m3x8(block + 128 + 8 * h); }
+
+// The decoded copy: per block and half, 4 parts × 32 B then 8 f32 scales.
+inline __m256i decoded_part(const uint8_t* block, int h, int q) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(block + h * kDecodedHalfBytes + 32 * q));
+}
+
+inline __m256 decoded_scales(const uint8_t* block, int h) {
+  return _mm256_load_ps(reinterpret_cast<const float*>(block + h * kDecodedHalfBytes + 128));
 }
 
 inline __m256i bcast32(const int8_t* p) {
@@ -221,21 +225,18 @@ inline __m256i bcast32(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// comp + Σ over the block of (12 + 2·e2m1(w))·(2·e2m1(x)) per row lane.
+// d += the 4-product dot of one part: int32 with AVX-VNNI; without it i16
+// lanes of pair sums (vpmaddubsw), widened by vpmaddwd after the 4th part.
+// (The empty asm keeps g++ from reassociating the i16 sums into a tree,
+// which kept more products live and spilled accumulators.)
 template <bool Vnni>
-inline __m256i block_dot(int32_t comp, const __m256i* w, const int8_t* xq) {
+inline __m256i part_dot(__m256i d, __m256i w, __m256i x) {
   if constexpr (Vnni) {
-    __m256i d = _mm256_set1_epi32(comp);
-    d = _mm256_dpbusd_avx_epi32(d, w[0], bcast32(xq));
-    d = _mm256_dpbusd_avx_epi32(d, w[1], bcast32(xq + 4));
-    d = _mm256_dpbusd_avx_epi32(d, w[2], bcast32(xq + 8));
-    return _mm256_dpbusd_avx_epi32(d, w[3], bcast32(xq + 12));
+    return _mm256_dpbusd_avx_epi32(d, w, x);
   } else {
-    __m256i p = _mm256_maddubs_epi16(w[0], bcast32(xq));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[1], bcast32(xq + 4)));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[2], bcast32(xq + 8)));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[3], bcast32(xq + 12)));
-    return _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), _mm256_set1_epi32(comp));
+    d = _mm256_add_epi16(d, _mm256_maddubs_epi16(w, x));
+    __asm__("" : "+x"(d));
+    return d;
   }
 }
 
@@ -249,38 +250,63 @@ struct Job {
 
 // acc[MR][2J] (row × half-panel) over all blocks. src[j] points at panel j's
 // first block: raw 144-byte blocks, or decoded kDecodedBlockBytes blocks.
+// Per block the loop is part-major: each row's activation part is broadcast
+// once and each weight part decoded once, then used by every (row, half)
+// pair, so only MR broadcasts, one weight vector and the 2·MR·2J int/float
+// accumulators are live (<= 13 ymm for the tiles used: 1×2 and 2×1 panels).
 template <int MR, int J, bool Vnni, bool Decoded>
 void micro(const Job& job, int64_t m0, const uint8_t* const* src, int64_t panel0) {
   const Nvfp4Activation& a = *job.act;
   const int64_t blocks = a.blocks;
-  __m256 acc[MR][2 * J];
+  constexpr int H = 2 * J;
+  __m256 acc[MR][H];
   MIXQ_UNROLL
   for (int i = 0; i < MR; ++i)
     MIXQ_UNROLL
-    for (int h = 0; h < 2 * J; ++h) acc[i][h] = _mm256_setzero_ps();
+    for (int h = 0; h < H; ++h) acc[i][h] = _mm256_setzero_ps();
   const __m256i lut = weight_lut();
   for (int64_t b = 0; b < blocks; ++b) {
-    // One half-panel at a time (4 weight vectors + scales live), all rows.
+    const uint8_t* blk[J];
     MIXQ_UNROLL
-    for (int h = 0; h < 2 * J; ++h) {
-      __m256i w[4];
-      __m256 s;
-      if constexpr (Decoded)
-        load_decoded(src[h / 2] + b * kDecodedBlockBytes + (h % 2) * kDecodedHalfBytes, w, &s);
-      else
-        decode_raw(src[h / 2] + b * kNvfp4PanelBlockBytes, h % 2, lut, w, &s);
+    for (int j = 0; j < J; ++j)
+      blk[j] = src[j] + b * (Decoded ? kDecodedBlockBytes : kNvfp4PanelBlockBytes);
+    const int8_t* xq = a.q.data() + (m0 * blocks + b) * 16;
+    const int64_t xstride = blocks * 16;
+    __m256i d[MR][H];
+    MIXQ_UNROLL
+    for (int i = 0; i < MR; ++i)
+      MIXQ_UNROLL
+      for (int h = 0; h < H; ++h) d[i][h] = _mm256_setzero_si256();
+    MIXQ_UNROLL
+    for (int q = 0; q < 4; ++q) {
+      __m256i x[MR];
+      MIXQ_UNROLL
+      for (int i = 0; i < MR; ++i) x[i] = bcast32(xq + i * xstride + 4 * q);
+      MIXQ_UNROLL
+      for (int h = 0; h < H; ++h) {
+        const __m256i w = Decoded ? decoded_part(blk[h / 2], h % 2, q) : raw_part(blk[h / 2], h % 2, q, lut);
+        MIXQ_UNROLL
+        for (int i = 0; i < MR; ++i) d[i][h] = part_dot<Vnni>(d[i][h], w, x[i]);
+      }
+    }
+    // acc += float(dot4 + comp)·(S_w·S_x), the reference's block order.
+    MIXQ_UNROLL
+    for (int h = 0; h < H; ++h) {
+      const __m256 s = Decoded ? decoded_scales(blk[h / 2], h % 2) : raw_scales(blk[h / 2], h % 2);
       MIXQ_UNROLL
       for (int i = 0; i < MR; ++i) {
-        const int64_t row = (m0 + i) * blocks + b;
-        const __m256i d = block_dot<Vnni>(a.comp[static_cast<size_t>(row)], w, a.q.data() + row * 16);
-        const __m256 sxw = _mm256_mul_ps(s, _mm256_set1_ps(a.scale[static_cast<size_t>(row)]));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sxw, acc[i][h]);
+        const size_t row = static_cast<size_t>((m0 + i) * blocks + b);
+        __m256i dot = d[i][h];
+        if constexpr (!Vnni) dot = _mm256_madd_epi16(dot, _mm256_set1_epi16(1));
+        dot = _mm256_add_epi32(dot, _mm256_set1_epi32(a.comp[row]));
+        const __m256 sxw = _mm256_mul_ps(s, _mm256_set1_ps(a.scale[row]));
+        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), sxw, acc[i][h]);
       }
     }
   }
   const __m256 quarter = _mm256_set1_ps(0.25f), alpha = _mm256_set1_ps(job.alpha);
   MIXQ_UNROLL
-  for (int h = 0; h < 2 * J; ++h) {
+  for (int h = 0; h < H; ++h) {
     const int64_t n0 = panel0 * 16 + h * 8;
     if (n0 >= job.n) break;
     const __m256i mask = lane_mask(job.n - n0);
@@ -326,16 +352,15 @@ void decode_panel(const Nvfp4Packed& w, int64_t p, uint8_t* dst) {
   const uint8_t* src = w.data.data() + p * w.blocks * kNvfp4PanelBlockBytes;
   for (int64_t b = 0; b < w.blocks; ++b)
     for (int h = 0; h < 2; ++h) {
-      __m256i v[4];
-      __m256 s;
-      decode_raw(src + b * kNvfp4PanelBlockBytes, h, lut, v, &s);
+      const uint8_t* block = src + b * kNvfp4PanelBlockBytes;
       uint8_t* out = dst + b * kDecodedBlockBytes + h * kDecodedHalfBytes;
-      for (int q = 0; q < 4; ++q) _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * q), v[q]);
-      _mm256_store_ps(reinterpret_cast<float*>(out + 128), s);
+      for (int q = 0; q < 4; ++q)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * q), raw_part(block, h, q, lut));
+      _mm256_store_ps(reinterpret_cast<float*>(out + 128), raw_scales(block, h));
     }
 }
 
-constexpr int kLargeMR = 4;
+constexpr int kLargeMR = 2;
 
 template <bool Vnni>
 void large_m(const Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) {
@@ -359,13 +384,10 @@ void gemm(const Job& job, const Nvfp4Packed& w) {
   const int64_t m = job.act->m;
   if (m >= kLargeM) {
     parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { large_m<Vnni>(job, w, p0, p1); });
-  } else if (m <= 2) {
-    parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) {
-      if (m == 1) small_m<1, 2, Vnni>(job, w, p0, p1);
-      else small_m<2, 2, Vnni>(job, w, p0, p1);
-    });
+  } else if (m == 1) {
+    parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) { small_m<1, 2, Vnni>(job, w, p0, p1); });
   } else {
-    parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { small_m<3, 1, Vnni>(job, w, p0, p1); });
+    parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { small_m<2, 1, Vnni>(job, w, p0, p1); });
   }
 }
 
