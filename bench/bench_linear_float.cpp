@@ -10,6 +10,13 @@
 // rows (M = 1): weights cycle through >= 512 MiB of distinct copies so they
 // come from DRAM; "GB/s" counts our packed weight bytes (0.5625 B/weight for
 // NVFP4) and is compared with the streaming read bandwidth of this run.
+//
+// Every row runs on the avx512 kernels and again with kernels::set_isa(avx2)
+// (the AVX2 kernels on the same machine and shapes). The AVX2 rows' fraction
+// of peak uses the ymm peaks, derived from the zmm ones measured here: on this
+// machine's full 512-bit datapath `vpdpbusd ymm` does half the ops of zmm, and
+// `vfmadd231ps ymm` (the AVX2 float core) a quarter of `vdpbf16ps zmm`'s FLOPs
+// (spec/machine.md §3.2: 441 vs 882 GOPS, 110 vs 438 GFLOPS per core).
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -64,18 +71,25 @@ void compute_bound(int threads, double int8_peak, double bf16_peak) {
   const double t_u8 = bench::time_calls([&] { u8.run(); }, 0.3, 5).median;
   const double t_bf = bench::time_calls([&] { bf.run(); }, 0.3, 5).median;
   struct Row { const char* format; bool int8; };
-  for (Row r : {Row{"nvfp4", true}, Row{"float8_e4m3fn", false}, Row{"mxfp8", false}}) {
-    Lin l = make(r.format, n, k, 1);
-    const Linear& lin = *l.copies[0];
-    const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
-    const double base = r.int8 ? t_u8 : t_bf, peak = r.int8 ? int8_peak : bf16_peak;
-    std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-6s | %8.1f ms | %7.0f | %s (%s %.1f ms) | %4.0f %% of %s peak |\n",
-                r.format, (long long)m, (long long)k, (long long)n, threads,
-                std::string(lin.kernel_name()).c_str(), t * 1e3, ops / t / 1e9,
-                bench::ratio(base, t).c_str(), r.int8 ? "oneDNN u8s8" : "oneDNN bf16", base * 1e3,
-                100.0 * ops / t / 1e9 / peak, r.int8 ? "int8" : "bf16");
-    std::fflush(stdout);
+  for (kernels::Isa isa : {kernels::Isa::avx512, kernels::Isa::avx2}) {
+    kernels::set_isa(isa);  // the Linear picks its kernel at creation
+    const bool ymm = isa == kernels::Isa::avx2;
+    for (Row r : {Row{"nvfp4", true}, Row{"float8_e4m3fn", false}, Row{"mxfp8", false}}) {
+      Lin l = make(r.format, n, k, 1);
+      const Linear& lin = *l.copies[0];
+      const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
+      const double base = r.int8 ? t_u8 : t_bf;
+      const double peak = r.int8 ? (ymm ? int8_peak / 2 : int8_peak) : (ymm ? bf16_peak / 4 : bf16_peak);
+      const char* peak_name = r.int8 ? (ymm ? "int8 ymm" : "int8") : (ymm ? "f32 ymm FMA" : "bf16");
+      std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-9s | %8.1f ms | %7.0f | %s (%s %.1f ms) | %4.0f %% of %s peak |\n",
+                  r.format, (long long)m, (long long)k, (long long)n, threads,
+                  std::string(lin.kernel_name()).c_str(), t * 1e3, ops / t / 1e9,
+                  bench::ratio(base, t).c_str(), r.int8 ? "oneDNN u8s8" : "oneDNN bf16", base * 1e3,
+                  100.0 * ops / t / 1e9 / peak, peak_name);
+      std::fflush(stdout);
+    }
   }
+  kernels::set_isa(kernels::best_isa());
 }
 
 void memory_bound(int threads, double read_bw) {
@@ -84,22 +98,27 @@ void memory_bound(int threads, double read_bw) {
   for (Shape s : {Shape{3072, 3072}, Shape{5376, 21504}, Shape{14336, 5376}}) {
     const double wbytes = 0.5625 * double(s.k) * double(s.n);
     const int copies = std::max(1, static_cast<int>((512.0 * (1 << 20)) / wbytes + 0.999));
-    Lin l = make("nvfp4", s.n, s.k, copies);
     const std::vector<float> x = random_x(s.k);
     std::vector<float> y(static_cast<size_t>(s.n));
-    size_t next = 0;
-    const double t = bench::time_calls([&] {
-      l.copies[next]->forward(x.data(), 1, y.data());
-      next = (next + 1) % l.copies.size();
-    }, 0.3, 7).median;
     bench::OnednnMatmul u8(bench::OnednnType::u8s8_f32, 1, s.k, s.n,
                            std::max(1, static_cast<int>((512.0 * (1 << 20)) / (double(s.k) * s.n) + 0.999)));
     const double t_u8 = bench::time_calls([&] { u8.run(); }, 0.3, 7).median;
-    const double gbs = wbytes / t / 1e9;
-    std::printf("| nvfp4 | M=1 K=%lld N=%lld | %d | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s) | oneDNN u8s8 %.1f us (%.1f GB/s of int8 weights) | %s |\n",
-                (long long)s.k, (long long)s.n, threads, t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw,
-                t_u8 * 1e6, u8.weight_bytes() / t_u8 / 1e9, bench::ratio(t_u8, t).c_str());
-    std::fflush(stdout);
+    for (kernels::Isa isa : {kernels::Isa::avx512, kernels::Isa::avx2}) {
+      kernels::set_isa(isa);
+      Lin l = make("nvfp4", s.n, s.k, copies);
+      size_t next = 0;
+      const double t = bench::time_calls([&] {
+        l.copies[next]->forward(x.data(), 1, y.data());
+        next = (next + 1) % l.copies.size();
+      }, 0.3, 7).median;
+      const double gbs = wbytes / t / 1e9;
+      std::printf("| nvfp4 | M=1 K=%lld N=%lld | %d | %-9s | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s) | oneDNN u8s8 %.1f us (%.1f GB/s of int8 weights) | %s |\n",
+                  (long long)s.k, (long long)s.n, threads, std::string(l.copies[0]->kernel_name()).c_str(),
+                  t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw, t_u8 * 1e6, u8.weight_bytes() / t_u8 / 1e9,
+                  bench::ratio(t_u8, t).c_str());
+      std::fflush(stdout);
+    }
+    kernels::set_isa(kernels::best_isa());
   }
 }
 
@@ -123,7 +142,7 @@ int main(int argc, char** argv) {
     const auto p1 = bench::int8_vnni_peak_gops(1), b1 = bench::bf16_dot_peak_gflops(1);
     compute_bound(1, p1.median, b1.median);
   }
-  std::printf("\n| format | shape | threads | time | weight stream | vs read bandwidth | oneDNN | oneDNN time / ours |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf("\n| format | shape | threads | kernel | time | weight stream | vs read bandwidth | oneDNN | oneDNN time / ours |\n|---|---|---|---|---|---|---|---|---|\n");
   memory_bound(threads, read_bw.median);
   return 0;
 }
