@@ -121,4 +121,48 @@ TEST(CliLinear, ErrorsNameTheProblem) {
   EXPECT_FALSE(std::filesystem::exists(yout));
 }
 
+// An NVFP4 layer without pre_quant_scale reports the stored K (40 padded to
+// 48): X may have 40 columns (the rest are the zero padding) but not 32, and an
+// INT8 layer (K known) takes exactly its K.
+TEST(CliLinear, PaddedKAcceptsTheLogicalColumnsOnly) {
+  const auto dir = mixq::testing::temp_dir("cli_linear_padded_k");
+  const auto ckpt = dir / "nvfp4.safetensors";
+  auto nv = mixq::linear::make_random_layer(*mixq::find_format("nvfp4"), {}, 32, 40, 5);
+  ASSERT_EQ(nv->layer.in_features, 48);
+  EXPECT_EQ(nv->layer.k_pad_unit, 16);
+  mixq::testing::CheckpointBuilder b;
+  for (const mixq::OwnedTensor& t : nv->tensors) {
+    mixq::OwnedTensor copy = t;
+    copy.name = "l." + t.name;
+    b.add(std::move(copy));
+  }
+  b.add_marker("l", R"({"format": "nvfp4"})");
+  b.write(ckpt);
+  const int64_t m = 3;
+  auto x = mixq::testing::random_floats(static_cast<size_t>(m * 40), 2);
+  const auto xin = (dir / "x40.npy").string(), yout = (dir / "y.npy").string();
+  mixq::write_npy(xin, {m, 40}, x.data());
+  auto r = run_cli({"linear", ckpt.string(), "--layer", "l", "-i", xin, "-o", yout});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<float> padded(static_cast<size_t>(m * 48), 0.0f);
+  for (int64_t i = 0; i < m; ++i) std::copy_n(x.begin() + i * 40, 40, padded.begin() + i * 48);
+  const auto want = expected(*nv, padded, m);
+  const mixq::NpyArray y = mixq::read_npy(yout);
+  ASSERT_EQ(y.values.size(), want.size());
+  EXPECT_EQ(0, std::memcmp(y.values.data(), want.data(), want.size() * 4));
+
+  const auto x32 = (dir / "x32.npy").string();
+  mixq::write_npy(x32, {m, 32}, x.data());
+  r = run_cli({"linear", ckpt.string(), "--layer", "l", "-i", x32, "-o", yout});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("32 columns"), std::string::npos) << r.err;
+
+  Fixture fx = make_fixture("cli_linear_exact_k");
+  const auto x120 = (fx.dir / "x120.npy").string();
+  mixq::write_npy(x120, {1, 120}, x.data());
+  r = run_cli({"linear", fx.ckpt.string(), "--layer", "blocks.0.qkv", "-i", x120, "-o", yout});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("120 columns"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -26,6 +26,9 @@ enum class Basis { original, stored };  // undo ConvRot, or keep the rotated bas
 struct LogicalShape {
   int64_t out_features = 0;
   int64_t in_features = 0;
+  // > 0 when in_features is the stored K, padded to a multiple of this unit,
+  // because nothing in the layer gives the logical K (NVFP4 16, MXFP8 32).
+  int64_t k_pad_unit = 0;
 };
 
 // One tensor a format stores next to (or as) its weight, by role: the suffix

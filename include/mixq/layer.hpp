@@ -32,6 +32,9 @@ struct Layer {
   // Logical (unpadded) [out, in]; stored sizes when the format cannot tell.
   int64_t out_features = 0;
   int64_t in_features = 0;
+  // > 0 when in_features is a padded stored K (LogicalShape::k_pad_unit): an
+  // input may then omit up to k_pad_unit - 1 trailing columns, which are zeros.
+  int64_t k_pad_unit = 0;
   // Empty when the layer validated; else the validation error's message.
   std::string problem;
   // Non-fatal findings, each naming the layer ("layer 'x': nvfp4 pads N ...").

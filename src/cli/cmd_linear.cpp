@@ -26,12 +26,10 @@ struct Options {
 };
 
 // Formats that pad K (NVFP4 to 16, MXFP8 to 32) and store no logical K report
-// the stored K as in_features, with a validation warning that says so. Only
-// then may X omit the padding columns: they are zeros and change nothing.
+// the stored K as in_features (Layer::k_pad_unit). Only then may X omit the
+// padding columns: they are zeros and change nothing.
 bool is_padding_of(const Layer& layer, int64_t cols, int64_t k) {
-  if (cols >= k || k - cols >= 32 || k % 16 != 0) return false;
-  return std::any_of(layer.warnings.begin(), layer.warnings.end(),
-                     [](const std::string& w) { return w.find("pads K") != std::string::npos; });
+  return cols < k && k - cols < layer.k_pad_unit;
 }
 
 void run(const Options& o) {

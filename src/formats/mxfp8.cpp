@@ -47,7 +47,7 @@ LogicalShape validate(Layer& layer) {
   layer.warnings.push_back(fmt::format(
       "layer '{}': mxfp8 pads K to 32 and nothing stores the logical in_features; reporting the stored {}",
       layer.prefix, g.k_padded));
-  return {n, g.k_padded};
+  return {n, g.k_padded, 32};
 }
 
 int64_t tp_input_unit(const Layer&) { return 32; }

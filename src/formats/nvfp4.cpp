@@ -37,7 +37,7 @@ LogicalShape validate(Layer& layer) {
         "layer '{}': nvfp4 pads K to 16 and no pre_quant_scale gives the logical in_features; reporting the "
         "stored {}",
         layer.prefix, g.k_padded));
-  return {g.out_features, g.in_features};
+  return {g.out_features, g.in_features, g.k_known ? 0 : 16};
 }
 
 int64_t tp_input_unit(const Layer&) { return 16; }

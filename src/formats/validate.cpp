@@ -73,6 +73,7 @@ void validate_layer(Layer& layer) {
   const LogicalShape shape = format.validate(layer);
   layer.out_features = shape.out_features;
   layer.in_features = shape.in_features;
+  layer.k_pad_unit = shape.k_pad_unit;
   if (bias && bias->shape[0] != shape.out_features)
     fail("layer '{}': bias '{}' has {} values, expected out_features = {}", layer.prefix, bias->name,
          bias->shape[0], shape.out_features);
