@@ -181,6 +181,10 @@ inline __m512i bcast32(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// Small M streams the raw panels once from DRAM; the hardware prefetchers
+// alone left M = 1 at 60-72 % of the same-run read bandwidth.
+constexpr int64_t kStreamPrefetchBytes = 2048;
+
 struct Job {
   const Nvfp4Activation* act;
   const float* bias;
@@ -225,6 +229,12 @@ void micro(const Job& job, int64_t m0, const uint8_t* const* src, int64_t panel0
       for (int j = 0; j < J; ++j) {
         __m512i w[4];
         __m512 s;
+        // Raw panels stream from DRAM: prefetch every line of the block
+        // kStreamPrefetchBytes ahead (a 144-byte block spans up to 3 lines).
+        const uint8_t* ahead = src[j] + b * kNvfp4PanelBlockBytes + kStreamPrefetchBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 128), _MM_HINT_T0);
         decode_raw(src[j] + b * kNvfp4PanelBlockBytes, lut, w, &s);
         for (int i = 0; i < MR; ++i) update(i, b, w, s, acc[i][j]);
       }
