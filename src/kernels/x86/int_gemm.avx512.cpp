@@ -52,7 +52,11 @@ struct ActBlock {
 // Q8row / Q4row of one row (T = f32, spec §2.5) written into its panel slot.
 // Same operations as quant::q8row / q4row: absmax ignoring NaN, one fp32
 // division for the scale, x / s rounded half-to-even, clamped, NaN -> 0.
-void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, int8_t* panel, int r,
+//
+// `low_x16` (int4 weights with int4 activations, see WeightMode::int4_x16):
+// the values at k with k % 8 < 4 (they meet the weights' low nibbles) are
+// stored times 16 (|16·q| <= 112 fits int8); the row sum stays unscaled.
+void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_x16, int8_t* panel, int r,
                   float* scale_out, int32_t* sum_out) {
   __m512 amax = _mm512_setzero_ps();
   int64_t i = 0;
@@ -77,6 +81,8 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, int8_t* p
   const __m512 vs = _mm512_set1_ps(s), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
   __m512i vsum = _mm512_setzero_si512();
   const int64_t steps = kp / 4;
+  // Lanes i..i+15 with i % 16 == 0: k % 8 < 4 in lanes 0-3 and 8-11.
+  const __m512i x16 = _mm512_setr_epi32(16, 16, 16, 16, 1, 1, 1, 1, 16, 16, 16, 16, 1, 1, 1, 1);
   for (i = 0; i < kp; i += 16) {
     const int64_t left = k - i;
     __m512 v;
@@ -89,8 +95,9 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, int8_t* p
     const __m512i qi = _mm512_maskz_cvt_roundps_epi32(
         ordered, qv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     vsum = _mm512_add_epi32(vsum, qi);
+    const __m512i stored = low_x16 ? _mm512_mullo_epi32(qi, x16) : qi;
     alignas(16) int32_t words[4];
-    _mm_store_si128(reinterpret_cast<__m128i*>(words), _mm512_cvtepi32_epi8(qi));
+    _mm_store_si128(reinterpret_cast<__m128i*>(words), _mm512_cvtepi32_epi8(stored));
     const int64_t kk0 = i / 4;
     for (int w = 0; w < 4 && kk0 + w < steps; ++w)
       std::memcpy(panel + ((kk0 + w) * kMr + r) * 4, &words[w], 4);
@@ -138,7 +145,18 @@ constexpr int64_t kStreamPrefetchBytes = 2048;
     _mm_prefetch(reinterpret_cast<const char*>(b3 + (offset) + kStreamPrefetchBytes), _MM_HINT_T0); \
   }
 
-template <int MR, bool Int4, bool Stream>
+// How the micro-kernel reads the weight panels (int_pack.hpp):
+//  int8:     one panel row is the u8 operand as is;
+//  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
+//            per 64 weight bytes;
+//  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
+//            nibbles in place (v & 0xF0 = 16·high) against plain activations:
+//            2 ops, and every product carries the factor 16, which the
+//            epilogue removes with an exact arithmetic shift. Needs int4
+//            activations (16·q must fit int8).
+enum class WeightMode { int8, int4, int4_x16 };
+
+template <int MR, WeightMode Mode, bool Stream>
 void micro(const int8_t* a, int64_t kp, const uint8_t* const b[4], int32_t* out) {
   __m512i c00 = _mm512_setzero_si512(), c01 = c00, c02 = c00, c03 = c00;
   __m512i c10 = c00, c11 = c00, c12 = c00, c13 = c00;
@@ -150,13 +168,32 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const b[4], int32_t* out)
   const uint8_t* b1 = b[1];
   const uint8_t* b2 = b[2];
   const uint8_t* b3 = b[3];
-  if constexpr (!Int4) {
+  if constexpr (Mode == WeightMode::int8) {
     for (int64_t kk = 0; kk < kp / 4; ++kk) {
       const __m512i w0 = _mm512_load_si512(b0 + kk * 64), w1 = _mm512_load_si512(b1 + kk * 64);
       const __m512i w2 = _mm512_load_si512(b2 + kk * 64), w3 = _mm512_load_si512(b3 + kk * 64);
       const int8_t* ak = a + kk * kMr * 4;
       MIXQ_PREFETCH_STREAMS(kk * 64)
       MIXQ_ALL_ROWS
+    }
+  } else if constexpr (Mode == WeightMode::int4_x16) {
+    const __m512i lo = _mm512_set1_epi8(0x0F), hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
+      MIXQ_PREFETCH_STREAMS(k8 * 64)
+      const __m512i v0 = _mm512_load_si512(b0 + k8 * 64), v1 = _mm512_load_si512(b1 + k8 * 64);
+      const __m512i v2 = _mm512_load_si512(b2 + k8 * 64), v3 = _mm512_load_si512(b3 + k8 * 64);
+      {
+        const int8_t* ak = a + 2 * k8 * kMr * 4;
+        const __m512i w0 = _mm512_and_si512(v0, lo), w1 = _mm512_and_si512(v1, lo);
+        const __m512i w2 = _mm512_and_si512(v2, lo), w3 = _mm512_and_si512(v3, lo);
+        MIXQ_ALL_ROWS
+      }
+      {
+        const int8_t* ak = a + (2 * k8 + 1) * kMr * 4;
+        const __m512i w0 = _mm512_and_si512(v0, hi), w1 = _mm512_and_si512(v1, hi);
+        const __m512i w2 = _mm512_and_si512(v2, hi), w3 = _mm512_and_si512(v3, hi);
+        MIXQ_ALL_ROWS
+      }
     }
   } else {
     const __m512i mask = _mm512_set1_epi8(0x0F);
@@ -190,27 +227,41 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const b[4], int32_t* out)
 
 using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*);
 
-template <bool Int4, bool Stream>
+template <WeightMode Mode, bool Stream>
 MicroFn micro_for(int rows) {
   switch (rows) {
-    case 1: return micro<1, Int4, Stream>;
-    case 2: return micro<2, Int4, Stream>;
-    case 3: return micro<3, Int4, Stream>;
-    case 4: return micro<4, Int4, Stream>;
-    case 5: return micro<5, Int4, Stream>;
-    default: return micro<6, Int4, Stream>;
+    case 1: return micro<1, Mode, Stream>;
+    case 2: return micro<2, Mode, Stream>;
+    case 3: return micro<3, Mode, Stream>;
+    case 4: return micro<4, Mode, Stream>;
+    case 5: return micro<5, Mode, Stream>;
+    default: return micro<6, Mode, Stream>;
   }
 }
 
-MicroFn micro_for(int rows, bool int4, bool stream) {
-  if (int4) return stream ? micro_for<true, true>(rows) : micro_for<true, false>(rows);
-  return stream ? micro_for<false, true>(rows) : micro_for<false, false>(rows);
+template <WeightMode Mode>
+MicroFn micro_for(int rows, bool stream) {
+  return stream ? micro_for<Mode, true>(rows) : micro_for<Mode, false>(rows);
+}
+
+MicroFn micro_for(int rows, WeightMode mode, bool stream) {
+  switch (mode) {
+    case WeightMode::int8: return micro_for<WeightMode::int8>(rows, stream);
+    case WeightMode::int4: return micro_for<WeightMode::int4>(rows, stream);
+    default: return micro_for<WeightMode::int4_x16>(rows, stream);
+  }
 }
 
 class Avx512IntKernel final : public IntKernel {
  public:
   explicit Avx512IntKernel(const IntLayerDesc& d)
-      : group_(d.group), act_(d.act), epilogue_(d.epilogue), w_(pack_int_weights(d)) {}
+      : group_(d.group),
+        act_(d.act),
+        epilogue_(d.epilogue),
+        w_(pack_int_weights(d)),
+        // int4_x16 sums 16·(w+8)·q: |16·15·7| per product, so int32 holds K up to ~1.2 M.
+        mode_(!w_.int4 ? WeightMode::int8
+                       : d.act == ActQuant::q4row ? WeightMode::int4_x16 : WeightMode::int4) {}
 
   std::string_view name() const override { return "avx512_vnni"; }
 
@@ -236,7 +287,7 @@ class Avx512IntKernel final : public IntKernel {
         hadamard_row_avx512(blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
-      quantize_row(src, k, kp, act_, blk.q.data() + (r / kMr) * kp * kMr,
+      quantize_row(src, k, kp, act_, mode_ == WeightMode::int4_x16, blk.q.data() + (r / kMr) * kp * kMr,
                    static_cast<int>(r % kMr), &blk.scale[static_cast<size_t>(r)],
                    &blk.sum[static_cast<size_t>(r)]);
     }
@@ -258,7 +309,9 @@ class Avx512IntKernel final : public IntKernel {
         if (col >= n) continue;
         const int64_t left = std::min<int64_t>(16, n - col);
         const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1);
-        const __m512i a = _mm512_sub_epi32(_mm512_loadu_si512(acc + r * 64 + c * 16), voff);
+        __m512i raw = _mm512_loadu_si512(acc + r * 64 + c * 16);
+        if (mode_ == WeightMode::int4_x16) raw = _mm512_srai_epi32(raw, 4);  // exact: a multiple of 16
+        const __m512i a = _mm512_sub_epi32(raw, voff);
         const __m512 f = _mm512_cvtepi32_ps(a);
         const __m512 sw = _mm512_loadu_ps(w_.scale.data() + col);
         __m512 v;
@@ -293,7 +346,7 @@ class Avx512IntKernel final : public IntKernel {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
       const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
       prefetch_output(row0 + r0, mr, panel, y);
-      micro_for(mr, w_.int4, stream)(a, w_.kp, b, acc);
+      micro_for(mr, mode_, stream)(a, w_.kp, b, acc);
       epilogue(acc, mr, row0 + r0, blk, r0, panel, y);
     }
   }
@@ -341,6 +394,7 @@ class Avx512IntKernel final : public IntKernel {
   ActQuant act_;
   Epilogue epilogue_;
   PackedIntWeights w_;
+  WeightMode mode_;
 };
 
 }  // namespace
