@@ -240,6 +240,10 @@ inline __m256i part_dot(__m256i d, __m256i w, __m256i x) {
   }
 }
 
+// Small M streams the raw panels once; the hardware prefetchers alone leave
+// the M = 1 stream well below the read bandwidth (see the AVX-512 kernel).
+constexpr int64_t kStreamPrefetchBytes = 2048;
+
 struct Job {
   const Nvfp4Activation* act;
   const float* bias;
@@ -268,8 +272,17 @@ void micro(const Job& job, int64_t m0, const uint8_t* const* src, int64_t panel0
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* blk[J];
     MIXQ_UNROLL
-    for (int j = 0; j < J; ++j)
+    for (int j = 0; j < J; ++j) {
       blk[j] = src[j] + b * (Decoded ? kDecodedBlockBytes : kNvfp4PanelBlockBytes);
+      if constexpr (!Decoded) {
+        // Raw panels stream from DRAM: prefetch the block's lines (a 144-byte
+        // block spans up to 3) kStreamPrefetchBytes ahead, as the AVX-512 kernel.
+        const char* ahead = reinterpret_cast<const char*>(blk[j]) + kStreamPrefetchBytes;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        _mm_prefetch(ahead + 128, _MM_HINT_T0);
+      }
+    }
     const int8_t* xq = a.q.data() + (m0 * blocks + b) * 16;
     const int64_t xstride = blocks * 16;
     __m256i d[MR][H];
