@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "formats/svdquant.hpp"
 #include "kernels/cpu.hpp"
+#include "kernels/ref/svdquant_ref.hpp"
+#include "kernels/x86/svdquant_w4a4.hpp"
 #include "mixq/linear.hpp"
 #include "support/test_support.hpp"
 #include "test_format_helpers.hpp"
@@ -117,6 +120,39 @@ TEST(SvdquantLinear, CloseToTheEffectiveWeightLinear) {
     }
   EXPECT_LT(std::sqrt(num / den), 0.2);
   EXPECT_GT(std::sqrt(num / den), 1e-4);  // int4 activations really are quantized
+}
+
+// The AVX2 kernel's vpmaddubsw branch (CPUs with AVX2 but no AVX-VNNI) runs
+// only when forced here: it must equal the reference bit for bit as well.
+TEST(SvdquantLinear, Avx2WithoutVnniEqualsReference) {
+  if (kernels::best_isa() < kernels::Isa::avx2) GTEST_SKIP() << "needs AVX2";
+  std::mt19937 rng(91);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (bool act_unsigned : {false, true}) {
+    kernels::SvdquantWeights w;
+    w.n = 21;
+    w.k = 128;
+    w.rank = 5;
+    w.act_unsigned = act_unsigned;
+    w.weight.resize(static_cast<size_t>(w.n * w.k / 2));
+    for (uint8_t& b : w.weight) b = static_cast<uint8_t>(byte(rng));
+    w.wscale = testing::random_floats(w.k / 64 * w.n, 92, 0.01f);
+    w.smooth = testing::random_floats(w.k, 93, 0.1f);
+    for (float& v : w.smooth) v += 1.0f;
+    w.proj_down = testing::random_floats(w.k * w.rank, 94, 0.05f);
+    w.proj_up_t = testing::random_floats(w.rank * w.n, 95, 0.05f);
+    w.bias = testing::random_floats(w.n, 96, 0.1f);
+    const kernels::x86::SvdquantPacked packed = kernels::x86::svdquant_pack(w);
+    for (int64_t m : {1, 2, 3, 7, 33}) {
+      std::vector<float> x = testing::random_floats(m * w.k, 97 + m, 1.0f);
+      if (act_unsigned)
+        for (float& v : x) v = std::max(v, -0.17f);
+      std::vector<float> ref(static_cast<size_t>(m * w.n)), fast(ref.size());
+      kernels::svdquant_ref(w, x.data(), m, ref.data());
+      kernels::x86::svdquant_avx2(w, packed, x.data(), m, fast.data(), false);
+      ASSERT_EQ(fast, ref) << "m=" << m << " unsigned=" << act_unsigned;
+    }
+  }
 }
 
 }  // namespace

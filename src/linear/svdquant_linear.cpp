@@ -1,6 +1,6 @@
 // svdquant_w4a4 linear (spec/formats.md §3.8): the fp32 formula of the spec
 // (kernels/ref/svdquant_ref.hpp) as the reference, the AVX-512 VNNI int4
-// kernel (bit-identical to it) as the fast path. The weights are converted
+// and AVX2 kernels (bit-identical to it) as the fast paths. The weights are converted
 // once to the natural layout (tile-packed files are unpacked at creation).
 // full_precision_matrix_mult runs a dense f32 linear over the effective weight.
 #include "formats/svdquant.hpp"
@@ -9,6 +9,7 @@
 #include "linear/factories.hpp"
 #include "linear/float_common.hpp"
 #include "linear/w4a8_linear.hpp"
+#include "kernels/cpu.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::linear {
@@ -16,25 +17,37 @@ namespace {
 
 class SvdquantLinear final : public Linear {
  public:
-  SvdquantLinear(const Layer& layer, kernels::SvdquantWeights w, bool fast)
-      : Linear(layer.in_features, layer.out_features), prefix_(layer.prefix), w_(std::move(w)), fast_(fast) {
-    if (fast_) packed_ = kernels::x86::svdquant_pack(w_);
+  SvdquantLinear(const Layer& layer, kernels::SvdquantWeights w, FastPath path)
+      : Linear(layer.in_features, layer.out_features),
+        prefix_(layer.prefix),
+        w_(std::move(w)),
+        path_(path),
+        vnni_(path == FastPath::avx2 && kernels::cpu_has_avx_vnni()) {
+    if (path_ != FastPath::none) packed_ = kernels::x86::svdquant_pack(w_);
   }
   void forward(const float* x, int64_t m, float* y) const override {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
     if (m == 0) return;
-    if (fast_)
-      kernels::x86::svdquant_avx512(w_, packed_, x, m, y);
-    else
-      kernels::svdquant_ref(w_, x, m, y);
+    switch (path_) {
+      case FastPath::avx512: kernels::x86::svdquant_avx512(w_, packed_, x, m, y); break;
+      case FastPath::avx2: kernels::x86::svdquant_avx2(w_, packed_, x, m, y, vnni_); break;
+      case FastPath::none: kernels::svdquant_ref(w_, x, m, y); break;
+    }
   }
-  std::string_view kernel_name() const override { return fast_ ? "svdquant:avx512_vnni" : "svdquant:ref"; }
+  std::string_view kernel_name() const override {
+    switch (path_) {
+      case FastPath::avx512: return "svdquant:avx512_vnni";
+      case FastPath::avx2: return vnni_ ? "svdquant:avx2_vnni" : "svdquant:avx2";
+      default: return "svdquant:ref";
+    }
+  }
 
  private:
   std::string prefix_;
   kernels::SvdquantWeights w_;
   kernels::x86::SvdquantPacked packed_;
-  bool fast_;
+  FastPath path_;
+  bool vnni_;  // AVX2 path: vpdpbusd ymm (AVX-VNNI) rather than vpmaddubsw
 };
 
 }  // namespace
@@ -60,7 +73,7 @@ std::unique_ptr<Linear> make_svdquant_w4a4(const Layer& layer, const LinearOptio
   for (int64_t r = 0; r < t.rank; ++r)
     for (int64_t c = 0; c < t.n; ++c) w.proj_up_t[r * t.n + c] = t.proj_up[c * t.rank + r];
   w.bias = bias_f32(layer, n);
-  return std::make_unique<SvdquantLinear>(layer, std::move(w), use_avx512(options));
+  return std::make_unique<SvdquantLinear>(layer, std::move(w), fast_path(options));
 }
 
 }  // namespace mixq::linear

@@ -1,5 +1,5 @@
 #pragma once
-// AVX-512 VNNI kernel of the SVDQuant W4A4 linear (main int4 branch +
+// AVX-512 VNNI and AVX2 kernels of the SVDQuant W4A4 linear (main int4 branch +
 // low-rank branch), bit-identical to kernels::svdquant_ref (same fp32
 // operations in the same order; the integer group dots are exact).
 //
@@ -31,5 +31,8 @@ SvdquantPacked svdquant_pack(const SvdquantWeights& w);
 // Requires AVX-512 VNNI.
 void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& packed, const float* x, int64_t m,
                      float* y);
+// Requires AVX2 (+ AVX-VNNI when `avx_vnni`; vpmaddubsw otherwise). Same packing.
+void svdquant_avx2(const SvdquantWeights& w, const SvdquantPacked& packed, const float* x, int64_t m, float* y,
+                   bool avx_vnni);
 
 }  // namespace mixq::kernels::x86
