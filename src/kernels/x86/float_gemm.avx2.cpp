@@ -30,24 +30,12 @@
 #include <cstring>
 
 #include "kernels/parallel.hpp"
+#include "kernels/x86/avx2_util.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
-
-// g++ 12 at -O2 does not fully unroll the constant MR / J loops of the micro
-// kernels, which leaves the accumulator arrays in memory (seen in objdump);
-// complete unrolling lets them live in ymm registers.
-#define MIXQ_UNROLL _Pragma("GCC unroll 16")
-
-// g++ contracts a vmulps feeding a vaddps into one FMA in C++ (-ffp-contract=fast
-// is its default there, and this file has -mfma); the reference rounds the
-// product first, so the epilogue passes it through this empty asm barrier.
-inline __m256 rounded(__m256 v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
 
 constexpr int64_t kStepChunk = 256;
 constexpr int64_t kRowChunk = 128;

@@ -1,8 +1,10 @@
 // Repacks checkpoint NVFP4 weights into the VNNI panel layout (nvfp4_w4a4.hpp).
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/parallel.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
+#include "mixq/error.hpp"
 #include "mixq/swizzle.hpp"
 
 namespace mixq::kernels::x86 {
@@ -47,6 +49,31 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
   });
   p.fast_ok = std::none_of(nan_found.begin(), nan_found.end(), [](char c) { return c != 0; });
   return p;
+}
+
+bool nvfp4_start_activation(int64_t m, int64_t k, int64_t blocks, std::optional<float> input_scale,
+                            const std::function<float()>& amax, Nvfp4Activation& out) {
+  if (k > blocks * 16) fail("nvfp4: activation has {} columns, the weight only {}", k, blocks * 16);
+  out.m = m;
+  out.blocks = blocks;
+  out.q.resize(static_cast<size_t>(m * blocks * 16));
+  out.scale.resize(static_cast<size_t>(m * blocks));
+  out.comp.resize(static_cast<size_t>(m * blocks));
+  float g;
+  if (input_scale) {
+    g = *input_scale;
+    if (!std::isfinite(g) || g <= 0.0f) fail("NVFP4 global scale must be finite and > 0, got {}", g);
+  } else {
+    const float a = amax();
+    if (!std::isfinite(a)) fail("NVFP4: the tensor holds an infinite value");
+    g = a / 2688.0f;
+  }
+  out.global = g;
+  if (g != 0.0f) return true;
+  std::fill(out.q.begin(), out.q.end(), int8_t{0});
+  std::fill(out.scale.begin(), out.scale.end(), 0.0f);
+  std::fill(out.comp.begin(), out.comp.end(), 0);
+  return false;
 }
 
 }  // namespace mixq::kernels::x86

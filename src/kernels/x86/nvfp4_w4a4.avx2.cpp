@@ -30,25 +30,13 @@
 #include <cstring>
 
 #include "kernels/parallel.hpp"
+#include "kernels/x86/avx2_util.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
 #include "mixq/linear.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
-
-// g++ 12 at -O2 does not fully unroll the constant MR / J loops of the micro
-// kernels, which leaves the accumulator arrays in memory (seen in objdump);
-// complete unrolling lets them live in ymm registers.
-#define MIXQ_UNROLL _Pragma("GCC unroll 16")
-
-// g++ contracts a vmulps feeding a vaddps into one FMA in C++ (-ffp-contract=fast
-// is its default there, and this file has -mfma); the reference rounds the
-// product first, so the epilogue passes it through this empty asm barrier.
-inline __m256 rounded(__m256 v) {
-  __asm__("" : "+x"(v));
-  return v;
-}
 
 constexpr int64_t kLargeM = 32;
 constexpr int64_t kRowChunk = 128;
@@ -130,28 +118,8 @@ float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
 
 void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks, const float* pqs,
                          std::optional<float> input_scale, Nvfp4Activation& out) {
-  if (k > blocks * 16) fail("nvfp4: activation has {} columns, the weight only {}", k, blocks * 16);
-  out.m = m;
-  out.blocks = blocks;
-  out.q.resize(static_cast<size_t>(m * blocks * 16));
-  out.scale.resize(static_cast<size_t>(m * blocks));
-  out.comp.resize(static_cast<size_t>(m * blocks));
-  float g;
-  if (input_scale) {
-    g = *input_scale;
-    if (!std::isfinite(g) || g <= 0.0f) fail("NVFP4 global scale must be finite and > 0, got {}", g);
-  } else {
-    const float amax = global_amax(x, m, k, pqs);
-    if (!std::isfinite(amax)) fail("NVFP4: the tensor holds an infinite value");
-    g = amax / 2688.0f;
-  }
-  out.global = g;
-  if (g == 0.0f) {  // all-zero activation: every code and scale 0 (as the reference)
-    std::fill(out.q.begin(), out.q.end(), int8_t{0});
-    std::fill(out.scale.begin(), out.scale.end(), 0.0f);
-    std::fill(out.comp.begin(), out.comp.end(), 0);
-    return;
-  }
+  if (!nvfp4_start_activation(m, k, blocks, input_scale, [&] { return global_amax(x, m, k, pqs); }, out)) return;
+  const float g = out.global;
   parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * k;

@@ -93,28 +93,8 @@ float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
 void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
                            const float* pqs, std::optional<float> input_scale,
                            Nvfp4Activation& out) {
-  if (k > blocks * 16) fail("nvfp4: activation has {} columns, the weight only {}", k, blocks * 16);
-  out.m = m;
-  out.blocks = blocks;
-  out.q.resize(static_cast<size_t>(m * blocks * 16));
-  out.scale.resize(static_cast<size_t>(m * blocks));
-  out.comp.resize(static_cast<size_t>(m * blocks));
-  float g;
-  if (input_scale) {
-    g = *input_scale;
-    if (!std::isfinite(g) || g <= 0.0f) fail("NVFP4 global scale must be finite and > 0, got {}", g);
-  } else {
-    const float amax = global_amax(x, m, k, pqs);
-    if (!std::isfinite(amax)) fail("NVFP4: the tensor holds an infinite value");
-    g = amax / 2688.0f;
-  }
-  out.global = g;
-  if (g == 0.0f) {  // all-zero activation: every code and scale 0 (as the reference)
-    std::fill(out.q.begin(), out.q.end(), int8_t{0});
-    std::fill(out.scale.begin(), out.scale.end(), 0.0f);
-    std::fill(out.comp.begin(), out.comp.end(), 0);
-    return;
-  }
+  if (!nvfp4_start_activation(m, k, blocks, input_scale, [&] { return global_amax(x, m, k, pqs); }, out)) return;
+  const float g = out.global;
   parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * k;

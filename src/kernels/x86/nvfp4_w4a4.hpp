@@ -17,6 +17,7 @@
 // block) compensation −12·Σ x2 computed while quantizing the activation.
 // Block dot = Σ (2·e2m1(x))·(2·e2m1(w)) = 4·Σ e2m1·e2m1, exact in int32.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -47,6 +48,14 @@ struct Nvfp4Activation {
   std::vector<int32_t> comp;   // [m, blocks] -12·Σ q over the block
   float global = 0.0f;         // g_x
 };
+
+// Shared start of nvfp4_quantize_*: checks k, sizes `out`, sets its global
+// scale g_x = input_scale, or amax() / 2688 (spec §3.2; amax is only asked for
+// without input_scale). Returns false for an all-zero activation (g_x = 0):
+// then every code, scale and compensation is 0, as in the reference, and the
+// caller has nothing left to do.
+bool nvfp4_start_activation(int64_t m, int64_t k, int64_t blocks, std::optional<float> input_scale,
+                            const std::function<float()>& amax, Nvfp4Activation& out);
 
 // True when this CPU also has AVX-512 VBMI (vpermb), which the kernels below need
 // on top of the avx512 ISA level (AVX-512 VNNI + BF16 CPUs without VBMI exist).

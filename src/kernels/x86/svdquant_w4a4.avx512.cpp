@@ -24,13 +24,7 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-struct Acts {
-  int64_t m = 0, k = 0, groups = 0, rank = 0;
-  std::vector<uint8_t> codes;   // [M][K]
-  std::vector<float> scales;    // [M][groups]
-  std::vector<int32_t> sums;    // [M][groups]
-  std::vector<float> lora;      // [M][R]
-};
+using Acts = SvdquantActs;
 
 // Lanes for `count` valid values (all for >= 16, none for <= 0).
 inline __mmask16 tail_mask(int64_t count) {
@@ -187,15 +181,7 @@ void run(const SvdquantWeights& w, const SvdquantPacked& pk, const Acts& a, int6
 }  // namespace
 
 void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
-  Acts a;
-  a.m = m;
-  a.k = w.k;
-  a.groups = w.k / svdq::kGroup;
-  a.rank = w.rank;
-  a.codes.resize(static_cast<size_t>(m * w.k));
-  a.scales.resize(static_cast<size_t>(m * a.groups));
-  a.sums.resize(a.scales.size());
-  a.lora.resize(static_cast<size_t>(m * w.rank));
+  Acts a(w, m);
   parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(w.k);
     for (int64_t r = begin; r < end; ++r)

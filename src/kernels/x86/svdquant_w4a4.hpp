@@ -28,6 +28,16 @@ struct SvdquantPacked {
 
 // Baseline code (no ISA flags).
 SvdquantPacked svdquant_pack(const SvdquantWeights& w);
+
+// Per-call quantized activations of m rows (sized by the constructor).
+struct SvdquantActs {
+  SvdquantActs(const SvdquantWeights& w, int64_t m);
+  int64_t m = 0, k = 0, groups = 0, rank = 0;
+  std::vector<uint8_t> codes;  // [M][K] offset codes
+  std::vector<float> scales;   // [M][groups]
+  std::vector<int32_t> sums;   // [M][groups] code sums
+  std::vector<float> lora;     // [M][R] x·proj_down
+};
 // Requires AVX-512 VNNI.
 void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& packed, const float* x, int64_t m,
                      float* y);

@@ -3,6 +3,14 @@
 
 namespace mixq::kernels::x86 {
 
+SvdquantActs::SvdquantActs(const SvdquantWeights& w, int64_t rows)
+    : m(rows), k(w.k), groups(w.k / 64), rank(w.rank) {
+  codes.resize(static_cast<size_t>(m * k));
+  scales.resize(static_cast<size_t>(m * groups));
+  sums.resize(scales.size());
+  lora.resize(static_cast<size_t>(m * rank));
+}
+
 SvdquantPacked svdquant_pack(const SvdquantWeights& w) {
   SvdquantPacked p;
   const int64_t n = w.n, k = w.k, half = k / 2, octets = k / 8, groups = k / 64;
