@@ -117,7 +117,9 @@ void run(const Options& o) {
   }
   std::vector<Shape3> shapes;
   for (const std::string& s : o.shapes) shapes.push_back(parse_shape(s));
-  if (shapes.empty()) shapes = {{1, 3072, 3072}, {4096, 3072, 3072}};
+  // The shapes of issue 5's targets: K = N = 3072 at M = 1 and 4096, and the
+  // MiniMax-H3 MLP shapes at M = 1.
+  if (shapes.empty()) shapes = {{1, 3072, 3072}, {4096, 3072, 3072}, {1, 5376, 21504}, {1, 14336, 5376}};
 
   const Limits limits = calibrate(threads);
   set_num_threads(threads);
@@ -194,7 +196,7 @@ void add_bench(CLI::App& root) {
   auto* cmd = root.add_subcommand("bench", "Time the fast kernels per format and shape");
   static Options o;
   cmd->add_option("--format", o.formats, "format[:key=value,..] (default: every format that can quantize)");
-  cmd->add_option("--shape", o.shapes, "MxKxN (default: 1x3072x3072 and 4096x3072x3072)");
+  cmd->add_option("--shape", o.shapes, "MxKxN (default: 1x3072x3072, 4096x3072x3072, 1x5376x21504, 1x14336x5376)");
   cmd->add_option("--threads", o.threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--kernel", o.kernel, "auto (default) or ref")->check(CLI::IsMember({"auto", "ref"}));
   cmd->add_flag("--json", o.json, "print one JSON object");
