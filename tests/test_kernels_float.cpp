@@ -6,17 +6,24 @@
 // K = 80 (5 NVFP4 blocks) and K not a multiple of 32.
 // Every test runs once per x86 path (avx512; avx2 with AVX-VNNI; avx2 with
 // vpmaddubsw only, forced through the kernel's switch) with kernels::set_isa
-// limiting the process to it; a path the CPU lacks is skipped by name.
+// limiting the process to it; a path the CPU lacks is skipped by name. The
+// float GEMM also has two avx512 cores, `vdpbf16ps` (avx512) and the f32-FMA
+// core over the same bf16 panels (avx512_fma), tested side by side; the
+// measured choice between them (kernels::float_dot) is tested at the end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "formats/quantizers.hpp"
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
@@ -34,17 +41,20 @@ namespace x86 = kernels::x86;
 const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
 
 // The kernel path a parameterized test runs.
-enum class Path { avx512, avx2_vnni, avx2 };
+enum class Path { avx512, avx512_fma, avx2_vnni, avx2 };
 
 std::string path_name(const ::testing::TestParamInfo<Path>& info) {
   switch (info.param) {
     case Path::avx512: return "avx512";
+    case Path::avx512_fma: return "avx512_fma";
     case Path::avx2_vnni: return "avx2_vnni";
     default: return "avx2";
   }
 }
 
-kernels::Isa isa_of(Path p) { return p == Path::avx512 ? kernels::Isa::avx512 : kernels::Isa::avx2; }
+kernels::Isa isa_of(Path p) {
+  return p == Path::avx512 || p == Path::avx512_fma ? kernels::Isa::avx512 : kernels::Isa::avx2;
+}
 
 // Why this CPU cannot run path p (empty when it can); the NVFP4 avx512
 // kernels also need VBMI.
@@ -66,6 +76,19 @@ class OnPath : public ::testing::TestWithParam<Path> {
   void TearDown() override { kernels::set_isa(kernels::best_isa()); }
   virtual bool nvfp4() const { return false; }
   bool avx512() const { return GetParam() == Path::avx512; }
+  // The float cores with f32 activations (FMA): avx512_fma and avx2.
+  bool f32_acts() const { return GetParam() != Path::avx512; }
+  // f32 activation preparation / FMA GEMM of this path (avx512_fma or avx2).
+  void prepare_f32(const float* x, int64_t m, int64_t k, int64_t cols, x86::ActPrep prep, float inv,
+                   float* out) const {
+    if (GetParam() == Path::avx512_fma) x86::prepare_f32_avx512(x, m, k, cols, prep, inv, out);
+    else x86::prepare_f32_avx2(x, m, k, cols, prep, inv, out);
+  }
+  void gemm_f32(const float* a, int64_t lda, int64_t m, const x86::FloatPanels& w, float alpha,
+                const float* bias, float* y) const {
+    if (GetParam() == Path::avx512_fma) x86::float_gemm_avx512_fma(a, lda, m, w, alpha, bias, y);
+    else x86::float_gemm_avx2(a, lda, m, w, alpha, bias, y);
+  }
   void quantize(const float* x, int64_t m, int64_t k, int64_t blocks, const float* pqs,
                 std::optional<float> scale, x86::Nvfp4Activation& act) const {
     if (avx512()) x86::nvfp4_quantize_avx512(x, m, k, blocks, pqs, scale, act);
@@ -83,9 +106,11 @@ class Nvfp4Kernels : public OnPath {
 };
 INSTANTIATE_TEST_SUITE_P(Paths, Nvfp4Kernels, ::testing::Values(Path::avx512, Path::avx2_vnni, Path::avx2),
                          path_name);
-// The float GEMM cores have no VNNI variant: avx512 and avx2.
+// The float GEMM cores have no VNNI variant: avx512 (vdpbf16ps), avx512_fma
+// and avx2.
 class FloatKernels : public OnPath {};
-INSTANTIATE_TEST_SUITE_P(Paths, FloatKernels, ::testing::Values(Path::avx512, Path::avx2), path_name);
+INSTANTIATE_TEST_SUITE_P(Paths, FloatKernels, ::testing::Values(Path::avx512, Path::avx512_fma, Path::avx2),
+                         path_name);
 
 // An NVFP4 weight as a checkpoint stores it: hi-first packed codes and
 // swizzled E4M3 block scales.
@@ -215,7 +240,8 @@ TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
 }
 
 // The activation preparation yields exactly the reference quantizer's values
-// (avx512: bf16 pairs; avx2: f32 values, `none` = x with zero padding).
+// (avx512: bf16 pairs; avx512_fma / avx2: f32 values, `none` = x with zero
+// padding, `round` (avx512_fma) = the bf16 value of x).
 TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
   for (int64_t k : {1, 31, 64, 70}) {
     const int64_t m = 5;
@@ -227,7 +253,7 @@ TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
     std::vector<float> f32(static_cast<size_t>(m * cols));
     auto prepare = [&](x86::ActPrep prep, float inv) {
       if (avx512()) x86::prepare_bf16_avx512(x.data(), m, k, steps, prep, inv, pairs.data());
-      else x86::prepare_f32_avx2(x.data(), m, k, cols, prep, inv, f32.data());
+      else prepare_f32(x.data(), m, k, cols, prep, inv, f32.data());
     };
     auto value = [&](int64_t r, int64_t c) {
       if (!avx512()) return f32[r * cols + c];
@@ -252,13 +278,19 @@ TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
         const float want = e4m3_to_f32(mx.codes[r * mx.cols + c]) * e8m0_to_f32(mx.exponents[r * (mx.cols / 32) + c / 32]);
         ASSERT_EQ(value(r, c), want) << "mxfp8 k=" << k << " (" << r << ", " << c << ")";
       }
-    // Full precision: avx512 rounds x to bf16 (RNE), avx2 keeps it.
-    prepare(avx512() ? x86::ActPrep::round : x86::ActPrep::none, 1.0f);
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float v = c < k ? x[r * k + c] : 0.0f;
-        ASSERT_EQ(value(r, c), avx512() ? round_to(DType::BF16, v) : v) << "k=" << k << " (" << r << ", " << c << ")";
-      }
+    // Full precision: avx512 (both cores) rounds x to bf16 (RNE), avx2 keeps
+    // it; `none` keeps x on the f32 paths.
+    for (x86::ActPrep prep : {x86::ActPrep::round, x86::ActPrep::none}) {
+      if (GetParam() == Path::avx2 && prep == x86::ActPrep::round) continue;  // refused: f32 only
+      if (avx512() && prep == x86::ActPrep::none) continue;                  // the bf16 store rounds anyway
+      prepare(prep, 1.0f);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const float v = c < k ? x[r * k + c] : 0.0f;
+          ASSERT_EQ(value(r, c), prep == x86::ActPrep::round ? round_to(DType::BF16, v) : v)
+              << "k=" << k << " (" << r << ", " << c << ")";
+        }
+    }
   }
 }
 
@@ -277,7 +309,7 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3, 0.5f);
       for (int64_t m : kRows) {
         std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 77 + m, 1.0f);
-        if (type == x86::GemmType::bf16 && avx512())
+        if (type == x86::GemmType::bf16 && isa_of(GetParam()) == kernels::Isa::avx512)
           for (float& v : x) v = round_to(DType::BF16, v);
         const float alpha = 0.75f;
         std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size());
@@ -295,8 +327,8 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
           // bf16 panels read k-pairs: pad x to 2·steps columns (odd k).
           const int64_t cols = type == x86::GemmType::bf16 ? 2 * panels.steps : s.k;
           std::vector<float> a(static_cast<size_t>(m * cols));
-          x86::prepare_f32_avx2(x.data(), m, s.k, cols, x86::ActPrep::none, 1.0f, a.data());
-          x86::float_gemm_avx2(a.data(), cols, m, panels, alpha, bias.data(), got.data());
+          prepare_f32(x.data(), m, s.k, cols, x86::ActPrep::none, 1.0f, a.data());
+          gemm_f32(a.data(), cols, m, panels, alpha, bias.data(), got.data());
         }
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < s.n; ++c) {
@@ -311,28 +343,79 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
   }
 }
 
-// The AVX2 core with FP8 operands is the reference's FMA chain in k order
-// (every e4m3·e4m3 product is exact in fp32), so it is bit exact there.
-TEST_P(FloatKernels, Avx2Fp8GemmIsBitExact) {
-  if (avx512()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps); covered by the bound above";
-  const int64_t n = 37, k = 600;
-  std::vector<float> w = random_floats(static_cast<size_t>(n * k), 5, 0.1f);
-  for (float& v : w) v = e4m3_to_f32(f32_to_e4m3(std::clamp(v * 100.0f, -448.0f, 448.0f)));
-  const x86::FloatPanels panels = x86::pack_panels(w.data(), n, k, x86::GemmType::bf16);
-  for (int64_t m : kRows) {
-    const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 6 + m, 3.0f);
-    std::vector<float> a(static_cast<size_t>(m * k)), want(static_cast<size_t>(m * n)), got(want.size());
-    x86::prepare_f32_avx2(x.data(), m, k, k, x86::ActPrep::e4m3, 1.0f, a.data());
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t c = 0; c < n; ++c) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < k; ++i) acc += a[r * k + i] * w[c * k + i];
-        want[r * n + c] = acc * 0.5f;
+// The FMA cores (avx2, avx512_fma) over bf16 panels are the reference's FMA
+// chain in k order. With products exact in f32 -- FP8 activations (e4m3·e4m3)
+// or bf16-rounded x (bf16·bf16, the full-precision layers on avx512) -- that
+// is the reference's `acc += a·w` bit for bit: zero tolerance. Shapes cross
+// the K chunk (600 > 2·256), odd K (zero-padded pair), N and M remainders.
+TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
+  if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps); covered by the bound above";
+  struct Shape { int64_t n, k; };
+  for (Shape s : {Shape{37, 600}, Shape{50, 3}, Shape{100, 17}, Shape{16, 64}, Shape{49, 1031}}) {
+    for (int variant = 0; variant < 3; ++variant) {  // e4m3 x, e5m2 x, bf16 x
+      const DType dt = variant == 1 ? DType::F8_E5M2 : DType::F8_E4M3;
+      std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 5 + s.k, 0.1f);
+      for (float& v : w)
+        v = variant == 2 ? round_to(DType::BF16, v)
+                         : e4m3_to_f32(f32_to_e4m3(std::clamp(v * 100.0f, -448.0f, 448.0f)));
+      if (variant == 1)
+        for (float& v : w) v = e5m2_to_f32(f32_to_e5m2(v));
+      const x86::FloatPanels panels = x86::pack_panels(w.data(), s.n, s.k, x86::GemmType::bf16);
+      const int64_t cols = 2 * panels.steps;
+      const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 8, 0.5f);
+      const x86::ActPrep prep =
+          variant == 0 ? x86::ActPrep::e4m3 : variant == 1 ? x86::ActPrep::e5m2 : x86::ActPrep::none;
+      for (int64_t m : kRows) {
+        std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 6 + m, 3.0f);
+        if (variant == 2)
+          for (float& v : x) v = round_to(DType::BF16, v);
+        std::vector<float> a(static_cast<size_t>(m * cols)), want(static_cast<size_t>(m * s.n)), got(want.size());
+        prepare_f32(x.data(), m, s.k, cols, prep, 1.0f, a.data());
+        const float* b = variant == 1 ? bias.data() : nullptr;
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < s.k; ++i) acc += a[r * cols + i] * w[c * s.k + i];
+            const float out = acc * 0.5f;
+            want[r * s.n + c] = b ? out + b[c] : out;
+          }
+        gemm_f32(a.data(), cols, m, panels, 0.5f, b, got.data());
+        SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant " << variant);
+        expect_bits_equal(want, got, "fma core");
       }
-    x86::float_gemm_avx2(a.data(), k, m, panels, 0.5f, nullptr, got.data());
-    SCOPED_TRACE(::testing::Message() << "m=" << m);
-    expect_bits_equal(want, got, "fp8 avx2");
+    }
   }
+}
+
+// The selection point: forcing works both ways, the automatic choice follows
+// the probe's rates, and the probe is short.
+TEST(FloatDot, ForcingAndAutomaticChoice) {
+  if (!kernels::has_avx512_vnni_bf16()) {
+    EXPECT_EQ(kernels::measured_float_dot(), kernels::FloatDot::fma);  // no vdpbf16ps at all
+    GTEST_SKIP() << "no AVX-512 BF16: the avx512 float cores never run";
+  }
+  kernels::set_float_dot(kernels::FloatDot::bf16);
+  EXPECT_EQ(kernels::float_dot(), kernels::FloatDot::bf16);
+  kernels::set_float_dot(kernels::FloatDot::fma);
+  EXPECT_EQ(kernels::float_dot(), kernels::FloatDot::fma);
+  kernels::set_float_dot(std::nullopt);
+  const kernels::FloatDot measured = kernels::measured_float_dot();
+  if (!std::getenv("MIXQ_FLOAT_DOT")) EXPECT_EQ(kernels::float_dot(), measured);
+  EXPECT_EQ(kernels::parse_float_dot("fma"), kernels::FloatDot::fma);
+  EXPECT_EQ(kernels::parse_float_dot("bf16"), kernels::FloatDot::bf16);
+  EXPECT_EQ(kernels::parse_float_dot("auto"), std::nullopt);
+  const auto t0 = std::chrono::steady_clock::now();
+  const kernels::FloatDotProbe p = kernels::probe_float_dot();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("probe: vdpbf16ps %.0f GFLOPS, vfmadd231ps %.0f GFLOPS (1 thread, %.1f ms) -> %s\n",
+              p.bf16_gflops, p.fma_gflops, ms, std::string(kernels::float_dot_name(measured)).c_str());
+  EXPECT_GT(p.bf16_gflops, 0.0);
+  EXPECT_GT(p.fma_gflops, 0.0);
+  EXPECT_LT(ms, 50.0) << "the probe must stay short";
+  // The cached choice came from an earlier probe; on a shared machine rates
+  // drift, so only a clear winner (1.5x) must match it.
+  if (p.fma_gflops > 1.5 * p.bf16_gflops) EXPECT_EQ(measured, kernels::FloatDot::fma);
+  if (p.bf16_gflops > 1.5 * p.fma_gflops) EXPECT_EQ(measured, kernels::FloatDot::bf16);
 }
 
 }  // namespace

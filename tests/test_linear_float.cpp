@@ -1,10 +1,12 @@
 // Float-family Linear layers built through the format records (quantize random
-// weights -> layer -> Linear::create), on every ISA path this CPU runs:
+// weights -> layer -> Linear::create), on every ISA path this CPU runs, and
+// on avx512 with each float dot forced (kernels::set_float_dot: vdpbf16ps
+// "avx512_bf16" or the f32-FMA core "avx512_fma"):
 //  1. the selected fast kernel against `--kernel ref` (NVFP4 W4A4 bit exact on
-//     every path; FP8 bit exact on avx2, whose f32 FMA chain is the
-//     reference's; otherwise within the fp32 summation bound, plus the bf16
-//     rounding of x for avx512's full-precision layers), and which kernel each
-//     ISA path picks;
+//     every path; FP8 bit exact on the FMA cores (avx2, avx512_fma), whose f32
+//     FMA chain is the reference's; otherwise within the fp32 summation bound,
+//     plus the bf16 rounding of x for avx512's full-precision layers), and
+//     which kernel each path picks;
 //  2. each format against a plain f32 linear over its dequantized weight,
 //     within the quantization error measured for that format (see kQuantError).
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "linear/synthetic_layer.hpp"
@@ -75,35 +78,51 @@ std::vector<float> run(const Linear& lin, const std::vector<float>& x, int64_t m
   return y;
 }
 
-// One run per ISA path (reference, avx2, avx512), skipped when the CPU lacks it.
-class LinearFloatIsa : public ::testing::TestWithParam<kernels::Isa> {
- protected:
-  void SetUp() override {
-    if (kernels::best_isa() < GetParam())
-      GTEST_SKIP() << "ISA path " << kernels::isa_name(GetParam()) << " is absent on this CPU";
-    kernels::set_isa(GetParam());
-  }
-  void TearDown() override { kernels::set_isa(kernels::best_isa()); }
+// One run per path (reference, avx2, avx512 with vdpbf16ps, avx512 with FMA),
+// skipped when the CPU lacks it.
+struct FloatPath {
+  kernels::Isa isa;
+  kernels::FloatDot dot;  // avx512 only
+  const char* name;
 };
 
-INSTANTIATE_TEST_SUITE_P(Paths, LinearFloatIsa,
-                         ::testing::Values(kernels::Isa::reference, kernels::Isa::avx2, kernels::Isa::avx512),
-                         [](const ::testing::TestParamInfo<kernels::Isa>& info) {
-                           return std::string(kernels::isa_name(info.param));
-                         });
+class LinearFloatIsa : public ::testing::TestWithParam<FloatPath> {
+ protected:
+  void SetUp() override {
+    if (kernels::best_isa() < GetParam().isa)
+      GTEST_SKIP() << "ISA path " << kernels::isa_name(GetParam().isa) << " is absent on this CPU";
+    kernels::set_isa(GetParam().isa);
+    kernels::set_float_dot(GetParam().dot);
+  }
+  void TearDown() override {
+    kernels::set_isa(kernels::best_isa());
+    kernels::set_float_dot(std::nullopt);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, LinearFloatIsa,
+    ::testing::Values(FloatPath{kernels::Isa::reference, kernels::FloatDot::fma, "ref"},
+                      FloatPath{kernels::Isa::avx2, kernels::FloatDot::fma, "avx2"},
+                      FloatPath{kernels::Isa::avx512, kernels::FloatDot::bf16, "avx512_bf16"},
+                      FloatPath{kernels::Isa::avx512, kernels::FloatDot::fma, "avx512_fma"}),
+    [](const ::testing::TestParamInfo<FloatPath>& info) { return std::string(info.param.name); });
 
 // The kernel a layer must pick on the active path.
-std::string expected_kernel(bool w4a4) {
+std::string expected_kernel(bool w4a4, bool unquantized) {
   const kernels::Isa isa = kernels::active_isa();
   if (isa == kernels::Isa::reference) return "ref";
   const std::string avx2 = w4a4 && kernels::cpu_has_avx_vnni() ? "avx2_vnni" : "avx2";
   if (isa == kernels::Isa::avx2) return avx2;
   // NVFP4 W4A4's avx512 kernel also needs VBMI; without it the AVX2 one runs.
-  return w4a4 && !kernels::x86::nvfp4_avx512_supported() ? avx2 : "avx512";
+  if (w4a4) return !kernels::x86::nvfp4_avx512_supported() ? avx2 : "avx512";
+  // Unquantized f32 panels always run the FMA core.
+  return unquantized || kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16";
 }
 
 TEST_P(LinearFloatIsa, FastMatchesReference) {
-  const bool avx2 = GetParam() == kernels::Isa::avx2;
+  const bool avx2 = GetParam().isa == kernels::Isa::avx2;
+  const bool fma_core = avx2 || (GetParam().isa == kernels::Isa::avx512 && GetParam().dot == kernels::FloatDot::fma);
   for (const Case& c : kCases) {
     SCOPED_TRACE(name_of(c));
     auto s = build(c, 11);
@@ -114,7 +133,7 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
     auto fast = Linear::create(s->layer);
     auto ref = Linear::create(s->layer, LinearOptions{KernelChoice::reference});
     EXPECT_EQ(ref->kernel_name(), "ref");
-    EXPECT_EQ(fast->kernel_name(), expected_kernel(w4a4));
+    EXPECT_EQ(fast->kernel_name(), expected_kernel(w4a4, c.format == nullptr));
     EXPECT_EQ(fast->in_features(), c.k);
     EXPECT_EQ(fast->out_features(), c.n);
     for (int64_t m : kRows) {
@@ -123,13 +142,13 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
       for (int64_t r = 0; r < m; ++r)
         for (int64_t j = 0; j < c.n; ++j) {
           const float a = yf[r * c.n + j], b = yr[r * c.n + j];
-          if (w4a4 || (fp8 && avx2)) {
+          if (w4a4 || (fp8 && fma_core)) {
             ASSERT_EQ(a, b) << "m=" << m << " (" << r << ", " << j << ") kernel " << fast->kernel_name();
             continue;
           }
           // Σ|x·w| bounds every summation-order difference (2K·2^-24 relative)
-          // and, for avx512's full-precision layers, the bf16 rounding of x
-          // (2^-9); avx2 keeps x in f32 there.
+          // and, for avx512's full-precision layers (both cores), the bf16
+          // rounding of x (2^-9); avx2 keeps x in f32 there.
           double mag = 0;
           for (int64_t i = 0; i < c.k; ++i) mag += std::fabs(double(x[r * c.k + i]) * w[j * c.k + i]);
           const bool bf16_x = c.full_precision && c.format && !avx2;
@@ -139,6 +158,23 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
         }
     }
   }
+}
+
+// A layer takes the float dot in force when it is created and says so.
+TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
+  if (kernels::best_isa() < kernels::Isa::avx512) GTEST_SKIP() << "no avx512 path on this CPU";
+  const Case c{"float8_e4m3fn", false, 37, 70, 0};
+  auto s = build(c, 5);
+  kernels::set_float_dot(kernels::FloatDot::bf16);
+  auto bf = Linear::create(s->layer);
+  kernels::set_float_dot(kernels::FloatDot::fma);
+  auto fm = Linear::create(s->layer);
+  kernels::set_float_dot(std::nullopt);
+  auto automatic = Linear::create(s->layer);
+  EXPECT_EQ(bf->kernel_name(), "avx512_bf16");
+  EXPECT_EQ(fm->kernel_name(), "avx512_fma");
+  EXPECT_EQ(automatic->kernel_name(),
+            kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16");
 }
 
 TEST(LinearFloat, AgreesWithFloatLinearOverDequantizedWeight) {

@@ -4,6 +4,8 @@
 // run (the host is shared; memory-bound numbers drift by up to 1.6x between
 // windows, spec/machine.md §0). Each call sets the pool's thread count.
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 namespace mixq::kernels {
 
@@ -18,6 +20,8 @@ struct Rate {
 Rate int8_vnni_peak_gops(int threads, int reps = 7);
 // `vdpbf16ps zmm` throughput (64 FLOP per instruction), same shape. GFLOPS.
 Rate bf16_dot_peak_gflops(int threads, int reps = 7);
+// `vfmadd231ps zmm` throughput (32 FLOP per instruction), same shape. GFLOPS.
+Rate fma_f32_peak_gflops(int threads, int reps = 7);
 // Streaming read of a `bytes` buffer (>= 1 GiB for DRAM), split over the pool
 // threads; each thread first-touches its own part and reads it as 4
 // interleaved streams with AVX-512 loads. GB/s (1e9 bytes per second).
@@ -26,5 +30,37 @@ Rate read_bandwidth_gbs(int threads, size_t bytes = size_t(1) << 30, int reps = 
 // True when the CPU can run the AVX-512 VNNI/BF16 loops above (all three
 // return zeros otherwise).
 bool has_avx512_vnni_bf16();
+
+// ---- The float family's dot instruction on the avx512 path ----------------
+// FP8 / MXFP8 / NVFP4 full-precision / AWQ W4A16 weights sit in bf16 (AWQ: 4-bit
+// codes decoded to bf16), and their AVX-512 GEMM computes either with
+// `vdpbf16ps` (2 k per lane per instruction) or with `vfmadd231ps` over the
+// same operands widened to f32 in registers (1 k per instruction, exact
+// products). Which is faster depends on the core, not the ISA: Zen 5 runs
+// vdpbf16ps at ~2x the FMA FLOP rate, this Intel Xeon at ~0.4x. So the choice
+// is measured, never taken from the CPU model.
+enum class FloatDot { bf16, fma };
+std::string_view float_dot_name(FloatDot dot);  // "bf16" / "fma"
+// "bf16" / "fma" -> the choice; anything else nullopt (automatic).
+std::optional<FloatDot> parse_float_dot(std::string_view name);
+
+struct FloatDotProbe {
+  double bf16_gflops = 0;  // single thread, best of the probe's rounds
+  double fma_gflops = 0;
+};
+// A short single-thread probe on the calling thread (~3 ms): interleaved
+// rounds of the vdpbf16ps and vfmadd231ps zmm loops above, best round each.
+// Zeros without AVX-512 BF16.
+FloatDotProbe probe_float_dot();
+// The automatic choice, probed once per process and cached: fma when its
+// FLOP rate is higher than vdpbf16ps's (always fma without AVX-512 BF16).
+FloatDot measured_float_dot();
+// The choice in force: MIXQ_FLOAT_DOT=bf16|fma (read once) or set_float_dot()
+// force it, otherwise measured_float_dot(). Layers read it when they are
+// created (their kernel_name() says which one they run).
+FloatDot float_dot();
+// Forces a choice (nullopt: back to the environment / measured one). Meant
+// for tests and benchmarks; not synchronized with layer creation elsewhere.
+void set_float_dot(std::optional<FloatDot> dot);
 
 }  // namespace mixq::kernels

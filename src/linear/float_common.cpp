@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
@@ -67,6 +68,8 @@ bool use_avx512(const LinearOptions& options) { return fast_path(options) == Fas
 FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type)
     : path_(path), panels_(kernels::x86::pack_panels(w, n, k, type)) {
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
+  fma_ = path == FastPath::avx512 &&
+         (type == kernels::x86::GemmType::f32 || kernels::float_dot() == kernels::FloatDot::fma);
 }
 
 void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
@@ -79,6 +82,13 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
       x86::float_gemm_avx512(reinterpret_cast<const uint32_t*>(x), m, w, alpha, bias, y);
     else
       x86::float_gemm_avx2(x, k, m, w, alpha, bias, y);
+    return;
+  }
+  if (path_ == FastPath::avx512 && fma_) {
+    const int64_t cols = 2 * w.steps;
+    std::vector<float> a(static_cast<size_t>(m * cols));
+    x86::prepare_f32_avx512(x, m, k, cols, prep, inv_scale, a.data());
+    x86::float_gemm_avx512_fma(a.data(), cols, m, w, alpha, bias, y);
     return;
   }
   if (path_ == FastPath::avx512) {

@@ -38,23 +38,33 @@ FastPath nvfp4_w4a4_path(const LinearOptions& options);
 bool use_avx512(const LinearOptions& options);
 
 // A float layer's packed weight and its GEMM on the chosen fast path
-// (kernels/x86/float_gemm.hpp): avx512 runs the bf16-dot / f32 core on bf16
-// activations, avx2 the FMA core on f32 activations over the same panels.
+// (kernels/x86/float_gemm.hpp). avx512 with bf16 panels runs the `vdpbf16ps`
+// core on bf16 activations or the f32-FMA core over the same panels widened
+// in registers, as kernels::float_dot() says when the layer is created
+// (measured per process: the faster instruction on this core); f32 panels
+// (unquantized) always run the FMA core. avx2 runs its FMA core on f32
+// activations.
 class FloatGemm {
  public:
   FloatGemm() = default;
   // w [n, k] f32; path avx2 or avx512.
   FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type);
   bool ready() const { return path_ != FastPath::none; }
-  std::string_view name() const { return path_ == FastPath::avx512 ? "avx512" : "avx2"; }
+  // "avx512_bf16", "avx512_fma" or "avx2".
+  std::string_view name() const {
+    return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
+  }
   // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K).
-  // prep `round` marks full-precision layers: avx512 rounds x to bf16 (its
-  // operand type), avx2 keeps x in f32. f32 panels take x as is.
+  // prep `round` marks full-precision layers: avx512 rounds x to bf16 (the
+  // operand type of its bf16-dot core; its FMA core keeps the same rounding,
+  // so the two avx512 cores see the same operands), avx2 keeps x in f32. f32
+  // panels take x as is.
   void run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
            float alpha, const float* bias, float* y) const;
 
  private:
   FastPath path_ = FastPath::none;
+  bool fma_ = false;  // avx512: the FMA core (bf16 panels widened) instead of vdpbf16ps
   kernels::x86::FloatPanels panels_;
 };
 

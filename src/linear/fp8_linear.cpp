@@ -1,14 +1,15 @@
 // FP8 per-tensor layers, float8_e4m3fn and float8_e5m2 (spec/formats.md §3.1,
 // ComfyUI semantics of dispatch.md §2.3): the activation is quantized to the
 // weight's FP8 type with input_scale, or with scale 1.0 when the layer has
-// none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The fast path decodes the weight once to
-// bf16 panels (every FP8 value is exact in bf16), produces the quantized
-// activation directly as bf16 values and runs vdpbf16ps with fp32
-// accumulation; the AVX2 path widens those bf16 panels in registers and runs
-// f32 FMAs on the f32 quantized activation (exact products, k order: the
-// reference's sums bit for bit). full_precision_matrix_mult: W = fp8·s_w,
-// x·Wᵀ in f32 (the fast paths apply s_w in the epilogue; avx512 rounds x to
-// bf16, avx2 keeps it f32).
+// none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The fast paths decode the weight once to
+// bf16 panels (every FP8 value is exact in bf16). On avx512 the measured
+// faster instruction (kernels::float_dot) runs them: "avx512_bf16" produces
+// the quantized activation directly as bf16 values and runs vdpbf16ps with
+// fp32 accumulation; "avx512_fma" (and "avx2") widen the bf16 panels in
+// registers and run f32 FMAs on the f32 quantized activation (exact products,
+// k order: the reference's sums bit for bit). full_precision_matrix_mult:
+// W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply s_w in the epilogue; avx512
+// rounds x to bf16 on both cores, avx2 keeps it f32).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/factories.hpp"

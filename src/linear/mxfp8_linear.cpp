@@ -4,10 +4,12 @@
 // exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16
 // GEMM with fp32 accumulation; the reference sums each block exactly first
 // and then scales, so the two differ by fp32 rounding order only.
-// The AVX2 path runs f32 FMAs over the same bf16 panels (widened in
-// registers) and f32 quantized activations.
+// The AVX2 path and avx512's FMA core ("avx512_fma", chosen when
+// kernels::float_dot measures vfmadd231ps faster than vdpbf16ps) run f32 FMAs
+// over the same bf16 panels (widened in registers) and f32 quantized
+// activations.
 // full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ (the avx512
-// path rounds x to bf16, avx2 keeps it f32).
+// cores round x to bf16, avx2 keeps it f32).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/factories.hpp"

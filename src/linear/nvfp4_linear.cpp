@@ -4,8 +4,9 @@
 // identical to the reference. With full_precision_matrix_mult the weight is
 // dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g); the fast
 // paths keep e2m1·S (exact in bf16) in bf16 panels and apply g in the
-// epilogue; avx512 rounds x to bf16 (so it differs from the reference by that
-// rounding), avx2 keeps x in f32 (summation order only).
+// epilogue; avx512 rounds x to bf16 on both its cores (vdpbf16ps or the
+// f32-FMA one, kernels::float_dot), so it differs from the reference by that
+// rounding; avx2 keeps x in f32 (summation order only).
 #include <optional>
 
 #include "kernels/cpu.hpp"

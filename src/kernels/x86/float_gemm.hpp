@@ -16,7 +16,9 @@
 //
 // The AVX2 core (float_gemm.avx2.cpp) reads the same panels as two ymm per
 // row and widens bf16 to f32 in registers (no bf16 dot on AVX2); its
-// activations are f32.
+// activations are f32. The AVX-512 FMA core (float_gemm_avx512_fma) does the
+// same with zmm: on cores where `vfmadd231ps` out-runs `vdpbf16ps` (measured,
+// kernels::float_dot() in kernels/calibrate.hpp) the bf16 panels run there.
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +44,15 @@ FloatPanels pack_panels(const float* w, int64_t n, int64_t k, GemmType type);
 void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
                        const float* bias, float* y);
 
+// AVX-512 f32-FMA core over bf16 panels (bf16 widened in registers: even k =
+// word << 16, odd k = word & 0xFFFF0000). a is f32 [m, lda], lda >= 2·steps
+// (pad odd k with a zero column). Every output is the FMA chain in k order
+// (a[k]·w[k] added one k at a time), so with products exact in f32 (bf16 or
+// FP8 activations) it equals the reference's sum bit for bit.
+// y [m, n] = alpha·(a·wᵀ) + bias (bias may be null; mul, then add).
+void float_gemm_avx512_fma(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
+                           const float* bias, float* y);
+
 // Activation preparation into bf16 pairs [m, steps] (steps = ceil(k_out/2),
 // columns past k zero):
 //  - round: RNE of x to bf16 (full-precision layers);
@@ -51,6 +62,12 @@ void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float
 enum class ActPrep { round, e4m3, e5m2, mxfp8, none };
 void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
                          float inv_scale, uint32_t* out);
+
+// The same preparation into f32 [m, cols] (cols >= k, zeros past k; mxfp8
+// needs cols % 32 == 0) for float_gemm_avx512_fma: `round` gives the bf16
+// value of x (kept in f32), none x itself, e4m3/e5m2/mxfp8 the quantized values.
+void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
+                        float* out);
 
 // AVX2 + FMA core: a is f32 [m, lda]; bf16 panels read a[2s] and a[2s+1] for
 // every step s (lda >= 2·steps, so pad odd k with a zero column), f32 panels
