@@ -2,12 +2,17 @@
 // and against this machine's VNNI / bf16 peaks and read bandwidth measured in
 // the same run (bench/support):
 //   asym_w4a8_int8 (decoded once to int8, INT8+ConvRot kernels) vs oneDNN u8·s8→f32,
-//   awq_w4a16      (4-bit codes decoded in registers to bf16)    vs oneDNN bf16·bf16→f32,
+//   awq_w4a16      (4-bit codes decoded in registers to bf16 for `vdpbf16ps`,
+//                   or to f32 for `vfmadd231ps`: both rows, kernels::set_float_dot)
+//                                                                vs oneDNN bf16·bf16→f32,
 //   svdquant_w4a4  (int4 VNNI main branch + rank-32 low-rank)    vs oneDNN u8·s8→f32.
 // Our times INCLUDE everything the layer does per call (W4A8: Hadamard
 // rotation + per-token int8 quantization; AWQ: x → bf16 and group sums of x;
 // SVDQuant: smoothing, per-(row, 64-group) int4 quantization, x·proj_down);
-// oneDNN gets ready u8 / bf16 activations.
+// oneDNN gets ready u8 / bf16 activations. The calibration also measures the
+// zmm f32 FMA peak: the AWQ fma row's "of peak" is against it, the bf16 row's
+// against the bf16 dot peak (the layer's automatic choice is the faster of the
+// two instructions on this core, kernels::float_dot()).
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
 //   weights cycled through >= 512 MiB of copies so they come from DRAM).
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "formats/svdquant.hpp"
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "linear/synthetic_layer.hpp"
 #include "mixq/error.hpp"
@@ -42,18 +48,23 @@ constexpr int64_t kSvdRank = 32;  // nunchaku's usual rank
 
 enum class Kind { w4a8, awq, svdquant };
 
+using mixq::kernels::FloatDot;
+
 struct Ours {
   const char* label;
   Kind kind;
   const char* format;
   OnednnType baseline;
+  FloatDot dot;  // forced while the layer is created (only the float family reads it)
 };
 
 const Ours kOurs[] = {
-    {"w4a8 (int8+convrot)", Kind::w4a8, "asym_w4a8_int8", OnednnType::u8s8_f32},
-    {"awq w4a16 (bf16 dot)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32},
-    {"svdquant w4a4 (r=32)", Kind::svdquant, "svdquant_w4a4", OnednnType::u8s8_f32},
+    {"w4a8 (int8+convrot)", Kind::w4a8, "asym_w4a8_int8", OnednnType::u8s8_f32, FloatDot::bf16},
+    {"awq w4a16 (bf16 dot)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32, FloatDot::bf16},
+    {"awq w4a16 (f32 fma)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32, FloatDot::fma},
+    {"svdquant w4a4 (r=32)", Kind::svdquant, "svdquant_w4a4", OnednnType::u8s8_f32, FloatDot::bf16},
 };
+constexpr int kNumOurs = sizeof(kOurs) / sizeof(kOurs[0]);
 
 const char* baseline_name(OnednnType t) {
   return t == OnednnType::u8s8_f32 ? "oneDNN u8s8->f32" : "oneDNN bf16->f32";
@@ -152,7 +163,9 @@ OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
     out.synthetic = mixq::linear::make_random_layer(*f, nlohmann::json::object(), n, k, 1, true);
     layer = &out.synthetic->layer;
   }
+  mixq::kernels::set_float_dot(o.dot);
   for (int c = 0; c < copies; ++c) out.copies.push_back(mixq::Linear::create(*layer));
+  mixq::kernels::set_float_dot(std::nullopt);
   return out;
 }
 
@@ -173,11 +186,16 @@ int main(int argc, char** argv) {
   std::printf("# calibration (same run)\n");
   const Rate ipeak1 = int8_vnni_peak_gops(1), ipeak2 = int8_vnni_peak_gops(2);
   const Rate bpeak1 = bf16_dot_peak_gflops(1), bpeak2 = bf16_dot_peak_gflops(2);
+  const Rate fpeak1 = mixq::kernels::fma_f32_peak_gflops(1), fpeak2 = mixq::kernels::fma_f32_peak_gflops(2);
   const Rate bw2 = read_bandwidth_gbs(2);
   std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n", ipeak1.best,
               ipeak1.median, ipeak2.best, ipeak2.median);
   std::printf("bf16 dot peak:  1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", bpeak1.best,
               bpeak1.median, bpeak2.best, bpeak2.median);
+  std::printf("f32 FMA peak:   1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", fpeak1.best,
+              fpeak1.median, fpeak2.best, fpeak2.median);
+  std::printf("float dot in force (automatic: the faster instruction, probed): %s\n",
+              std::string(mixq::kernels::float_dot_name(mixq::kernels::float_dot())).c_str());
   std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams: %.1f GB/s (median %.1f)\n\n", bw2.best, bw2.median);
 
   // ---- compute-bound: M = 4096, K = N = 3072 --------------------------------
@@ -186,10 +204,10 @@ int main(int argc, char** argv) {
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
   std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t, median of %d repetitions; int8 peak for W4A8/SVDQuant,\n"
-              "# bf16 peak for AWQ; SVDQuant's count excludes its low-rank branch)\n",
+              "# bf16 dot / f32 FMA peak for AWQ's two rows; SVDQuant's count excludes its low-rank branch)\n",
               M, K, N, reps);
   std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "G(FL)OPS", "ms", "vs oneDNN", "of peak");
-  double ours_t[3][3] = {};
+  double ours_t[kNumOurs][3] = {};
   for (int threads : {1, 2}) {
     set_threads(threads);
     double base_gops[2] = {};
@@ -204,13 +222,16 @@ int main(int argc, char** argv) {
                   td.median * 1e3, "1.00x", 100 * gops / peak, dnnl.impl());
       std::fflush(stdout);
     }
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kNumOurs; ++i) {
       const bool int8 = kOurs[i].baseline == OnednnType::u8s8_f32;
       OurLayers ours = make_ours(kOurs[i], K, N, 1);
       const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
       ours_t[i][threads] = t.median;
       const double gops = ops / t.median / 1e9;
-      const double peak = int8 ? (threads == 1 ? ipeak1 : ipeak2).median : (threads == 1 ? bpeak1 : bpeak2).median;
+      const bool fma = !int8 && kOurs[i].dot == FloatDot::fma;
+      const double peak = int8  ? (threads == 1 ? ipeak1 : ipeak2).median
+                          : fma ? (threads == 1 ? fpeak1 : fpeak2).median
+                                : (threads == 1 ? bpeak1 : bpeak2).median;
       std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops,
                   t.median * 1e3, ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
                   std::string(ours.copies[0]->kernel_name()).c_str(), baseline_name(kOurs[i].baseline));
@@ -218,7 +239,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("thread scaling 1->2 at M=4096:");
-  for (int i = 0; i < 3; ++i) std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
+  for (int i = 0; i < kNumOurs; ++i) std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
   std::printf("\n\n");
 
   // ---- memory-bound: M = 1 ------------------------------------------------------

@@ -3,16 +3,19 @@
 // activations to bf16 (relative 2^-9 each) and keeps (q − 8) exact, so per
 // output |fast − ref| <= 2^-9·Σ_k |x_k·(q−8)·s| + fp32 accumulation noise;
 // the test allows 2^-8·Σ_k |x_k·W_nk| + 1e-5, computed from the data.
-// Fast (AVX2 + FMA) decodes w = q·s + (z − 8s) in f32 and keeps x exact: only
+// Fast (AVX2 + FMA, and AVX-512 "awq:avx512_fma" with the same math in zmm,
+// kernels::set_float_dot forcing it) decodes w = q·s + (z − 8s) in f32 and keeps x exact: only
 // fp32 rounding (z − 8s, the FMA, a different summation order) separates it
 // from the reference; the test allows 2^-15·Σ_k |x_k|·(|W_nk| + |z| + 8|s|) +
 // 1e-6 (a single wrong code costs |x_k·s|, far above that for these K).
 // The reference ISA path runs the reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "formats/awq.hpp"
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "mixq/linear.hpp"
 #include "support/test_support.hpp"
@@ -22,7 +25,10 @@ namespace mixq {
 namespace {
 
 struct IsaGuard {
-  ~IsaGuard() { kernels::set_isa(kernels::best_isa()); }
+  ~IsaGuard() {
+    kernels::set_isa(kernels::best_isa());
+    kernels::set_float_dot(std::nullopt);
+  }
 };
 
 TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
@@ -39,11 +45,15 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
       const std::vector<float> x = testing::random_floats(m * k, 200 + m, 1.0f);
       std::vector<float> yr(m * n), yf(m * n);
       ref->forward(x.data(), m, yr.data());
-      for (int isa = 0; isa <= static_cast<int>(kernels::best_isa()); ++isa) {
+      // Paths: ref, avx2, avx512 with vdpbf16ps, avx512 with the FMA core.
+      for (int path = 0; path <= static_cast<int>(kernels::best_isa()) + (kernels::best_isa() == kernels::Isa::avx512); ++path) {
+        const int isa = std::min(path, 2);
+        const bool fma512 = path == 3;
         kernels::set_isa(static_cast<kernels::Isa>(isa));
+        kernels::set_float_dot(fma512 ? kernels::FloatDot::fma : kernels::FloatDot::bf16);
         auto fast = Linear::create(l->layer, {KernelChoice::automatic});
-        const char* want_kernel[] = {"awq_dequant:ref", "awq:avx2_fma", "awq:avx512_bf16"};
-        ASSERT_EQ(fast->kernel_name(), want_kernel[isa]);
+        const char* want_kernel[] = {"awq_dequant:ref", "awq:avx2_fma", "awq:avx512_bf16", "awq:avx512_fma"};
+        ASSERT_EQ(fast->kernel_name(), want_kernel[path]);
         fast->forward(x.data(), m, yf.data());
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
@@ -55,10 +65,10 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
                       (std::fabs(deq[j * k + c]) + std::fabs(t.zeros[idx]) + 8 * std::fabs(t.scale[idx]));
             }
             double bound = 0.0;
-            if (isa == static_cast<int>(kernels::Isa::avx512)) bound = std::ldexp(mag, -8) + 1e-5;
-            if (isa == static_cast<int>(kernels::Isa::avx2)) bound = std::ldexp(mag2, -15) + 1e-6;
+            if (path == 2) bound = std::ldexp(mag, -8) + 1e-5;             // bf16 x
+            if (path == 1 || path == 3) bound = std::ldexp(mag2, -15) + 1e-6;  // f32 decode
             ASSERT_LE(std::fabs(yf[i * n + j] - yr[i * n + j]), bound)
-                << "n=" << n << " m=" << m << " isa=" << isa << " kernel " << fast->kernel_name();
+                << "n=" << n << " m=" << m << " path=" << path << " kernel " << fast->kernel_name();
           }
       }
       kernels::set_isa(kernels::best_isa());

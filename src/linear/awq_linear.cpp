@@ -2,9 +2,12 @@
 // kernel's semantics the spec recommends — W = (q − 8)·scale + zero in fp32,
 // fp32 accumulation, bias added last — as a dense f32 linear over the
 // dequantized weight. Fast: the nibble kernels of kernels/x86/awq_w4a16.hpp,
-// AVX-512 BF16 (rounds the activations to bf16) or AVX2 + FMA (decodes the
-// weights to f32, fp32 activations).
+// AVX-512 BF16 (rounds the activations to bf16) or the f32-FMA decode (w =
+// q·s + (z − 8s) in f32, fp32 activations) on AVX-512 or AVX2. On avx512
+// kernels::float_dot() (measured: the faster of vdpbf16ps and vfmadd231ps on
+// this core) picks between the two when the layer is created.
 #include "formats/awq.hpp"
+#include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
 #include "linear/factories.hpp"
@@ -15,27 +18,36 @@
 namespace mixq::linear {
 namespace {
 
+enum class AwqKernel { avx512_bf16, avx512_fma, avx2_fma };
+
 class AwqLinear final : public Linear {
  public:
-  AwqLinear(const Layer& layer, kernels::x86::AwqPacked packed, bool avx512)
+  AwqLinear(const Layer& layer, kernels::x86::AwqPacked packed, AwqKernel kernel)
       : Linear(layer.in_features, layer.out_features),
         prefix_(layer.prefix),
         packed_(std::move(packed)),
-        avx512_(avx512) {}
+        kernel_(kernel) {}
   void forward(const float* x, int64_t m, float* y) const override {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
     if (m == 0) return;
-    if (avx512_)
-      kernels::x86::awq_avx512(packed_, x, m, y);
-    else
-      kernels::x86::awq_avx2(packed_, x, m, y);
+    switch (kernel_) {
+      case AwqKernel::avx512_bf16: kernels::x86::awq_avx512(packed_, x, m, y); break;
+      case AwqKernel::avx512_fma: kernels::x86::awq_avx512_fma(packed_, x, m, y); break;
+      case AwqKernel::avx2_fma: kernels::x86::awq_avx2(packed_, x, m, y); break;
+    }
   }
-  std::string_view kernel_name() const override { return avx512_ ? "awq:avx512_bf16" : "awq:avx2_fma"; }
+  std::string_view kernel_name() const override {
+    switch (kernel_) {
+      case AwqKernel::avx512_bf16: return "awq:avx512_bf16";
+      case AwqKernel::avx512_fma: return "awq:avx512_fma";
+      default: return "awq:avx2_fma";
+    }
+  }
 
  private:
   std::string prefix_;
   kernels::x86::AwqPacked packed_;
-  bool avx512_;
+  AwqKernel kernel_;
 };
 
 }  // namespace
@@ -55,7 +67,8 @@ std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& 
   return std::make_unique<AwqLinear>(
       layer, kernels::x86::awq_pack(reinterpret_cast<const uint8_t*>(t.codes), t.scale.data(), t.zeros.data(), n, k,
                                     t.group_size, bias_f32(layer, n)),
-      avx512);
+      !avx512 ? AwqKernel::avx2_fma
+              : kernels::float_dot() == kernels::FloatDot::fma ? AwqKernel::avx512_fma : AwqKernel::avx512_bf16);
 }
 
 }  // namespace mixq::linear

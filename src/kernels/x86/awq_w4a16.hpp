@@ -1,6 +1,7 @@
 #pragma once
 // Fast kernels of the AWQ W4A16 linear (spec/formats.md §3.9): AVX-512 BF16
-// (below) and AVX2 + FMA (awq_w4a16.avx2.cpp: decodes to f32, see there).
+// (below), AVX2 + FMA (awq_w4a16.avx2.cpp: decodes to f32, see there) and the
+// same f32 decode on AVX-512 (awq_avx512_fma).
 //
 //   y[m,n] = Σ_g ( scale[g,n]·Σ_{k∈g} (q−8)·bf16(x[m,k]) + zeros[g,n]·Σ_{k∈g} x[m,k] ) + b[n]
 //
@@ -32,6 +33,10 @@ AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros,
                    int64_t group, std::vector<float> bias);
 // Requires AVX-512 BF16.
 void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y);
+// Requires AVX-512 F. The AVX2 kernel's math (fp32 activations, w = q·s +
+// (z − 8·s) decoded in f32, k-order FMA chains) in zmm: for cores where
+// `vfmadd231ps` out-runs `vdpbf16ps` (kernels::float_dot).
+void awq_avx512_fma(const AwqPacked& w, const float* x, int64_t m, float* y);
 // Requires AVX2 + FMA. fp32 activations; w = q·s + (z − 8·s) decoded in f32.
 void awq_avx2(const AwqPacked& w, const float* x, int64_t m, float* y);
 
