@@ -12,8 +12,12 @@
 // L2), and the register block is MR = 8 rows × J = 3 panels (24 accumulators
 // + 3 weight vectors; the wide core's broadcasts are FMA memory operands
 // {1to16} and its widening shifts/ands read the panel row from memory).
-// objdump (g++ 12, -O3): the step loops of micro<Core, 8, 3> (and the smaller
-// tiles) keep all accumulators in zmm registers, no stack access inside them.
+// objdump (g++ 12, -O3): the step loops of micro<Core, MR, J> keep all
+// accumulators in zmm registers (no zmm load/store to the stack). The wide
+// 8 × 3 loop reloads a few activation row pointers from the stack (16
+// broadcast addresses do not fit in the general registers); repacking the
+// activations so one pointer serves them was measured no faster (~220
+// GFLOPS either way, 2 threads, M = 4096, K = N = 3072), so it is not done.
 // Partial sums of earlier K chunks live in y, so each output still
 // accumulates in k order in fp32; alpha and bias are applied once after the
 // last chunk (mul, then add, as the reference: see rounded()).
