@@ -11,7 +11,8 @@ import struct
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
-         "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+         "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+         "F8_E8M0": 1}
 
 
 def numel(shape):
