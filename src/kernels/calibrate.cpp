@@ -122,7 +122,13 @@ __attribute__((target("avx512f"))) uint64_t read_part(const std::byte* p, size_t
   }
   __m512i t = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)),
                                _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7)));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(t));
+  // Unsigned sum of the lanes (the intrinsic's reduce adds as signed int64,
+  // which overflows on arbitrary data: undefined behaviour under UBSan).
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, t);
+  uint64_t sum = 0;
+  for (uint64_t v : lanes) sum += v;
+  return sum;
 }
 
 }  // namespace
