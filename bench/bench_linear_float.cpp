@@ -35,6 +35,7 @@
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
 #include "support/calibrate.hpp"
+#include "support/inputs.hpp"
 #include "support/onednn.hpp"
 #include "support/timing.hpp"
 
@@ -56,15 +57,7 @@ Lin make(const char* format, int64_t n, int64_t k, int copies) {
   return l;
 }
 
-std::vector<float> random_x(int64_t count) {
-  std::vector<float> x(static_cast<size_t>(count));
-  uint32_t s = 12345;
-  for (float& v : x) {
-    s = s * 1664525u + 1013904223u;
-    v = (static_cast<float>(s >> 8) / 16777216.0f - 0.5f) * 4.0f;
-  }
-  return x;
-}
+std::vector<float> random_x(int64_t count) { return bench::random_activations(count); }
 
 using kernels::FloatDot;
 

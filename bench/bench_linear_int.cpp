@@ -18,6 +18,7 @@
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
 #include "support/calibrate.hpp"
+#include "support/inputs.hpp"
 #include "support/onednn.hpp"
 #include "support/timing.hpp"
 
@@ -37,13 +38,7 @@ const Ours kOurs[] = {
     {"w4a4 int8-act", "convrot_w4a4", {{"convrot_groupsize", 256}, {"linear_dtype", "int8"}}},
 };
 
-std::vector<float> random_x(int64_t m, int64_t k) {
-  std::vector<float> x(static_cast<size_t>(m * k));
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (float& v : x) v = nd(rng);
-  return x;
-}
+std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_activations(m * k); }
 
 // Linears over `copies` separate repacked copies of one quantized layer.
 struct OurLayers {

@@ -37,6 +37,7 @@
 #include "mixq/linear.hpp"
 #include "mixq/numeric.hpp"
 #include "support/calibrate.hpp"
+#include "support/inputs.hpp"
 #include "support/onednn.hpp"
 #include "support/timing.hpp"
 
@@ -85,13 +86,7 @@ double streamed_bytes(Kind kind, int64_t k, int64_t n) {
   return kn;
 }
 
-std::vector<float> random_x(int64_t m, int64_t k) {
-  std::vector<float> x(static_cast<size_t>(m * k));
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (float& v : x) v = nd(rng);
-  return x;
-}
+std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_activations(m * k); }
 
 // svdquant_w4a4 has no quantizer (it needs calibration): a random natural-
 // layout layer with int4 codes in [-7, 7], small group scales, a rank-32

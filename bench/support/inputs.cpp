@@ -1,0 +1,15 @@
+#include "support/inputs.hpp"
+
+#include <random>
+
+namespace mixq::bench {
+
+std::vector<float> random_activations(int64_t count) {
+  std::vector<float> x(static_cast<size_t>(count));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
+
+}  // namespace mixq::bench
