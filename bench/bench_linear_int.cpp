@@ -43,14 +43,9 @@ std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_a
 // Linears over `copies` separate repacked copies of one quantized layer.
 struct OurLayers {
   std::unique_ptr<mixq::linear::SyntheticLayer> source;
-  std::vector<std::unique_ptr<mixq::Linear>> copies;
+  mixq::bench::LinearRing copies;
   double weight_bytes = 0;  // bytes the checkpoint stores for the weight + scales
-  size_t next = 0;
-  const mixq::Linear& take() {
-    const mixq::Linear& l = *copies[next];
-    next = (next + 1) % copies.size();
-    return l;
-  }
+  const mixq::Linear& take() { return copies.take(); }
 };
 
 OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
@@ -104,7 +99,7 @@ int main(int argc, char** argv) {
       const double gops = ops / t.median / 1e9;
       std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", kOurs[i].label, threads, gops,
                   t.median * 1e3, ratio(gops, dnnl_gops).c_str(), 100 * gops / peak,
-                  std::string(ours.copies[0]->kernel_name()).c_str());
+                  std::string(ours.copies[0].kernel_name()).c_str());
     }
   }
   std::printf("thread scaling 1->2 at M=4096:");

@@ -137,13 +137,8 @@ std::unique_ptr<SvdLayer> make_svdquant(int64_t k, int64_t n) {
 struct OurLayers {
   std::unique_ptr<mixq::linear::SyntheticLayer> synthetic;
   std::unique_ptr<SvdLayer> svd;
-  std::vector<std::unique_ptr<mixq::Linear>> copies;
-  size_t next = 0;
-  const mixq::Linear& take() {
-    const mixq::Linear& l = *copies[next];
-    next = (next + 1) % copies.size();
-    return l;
-  }
+  mixq::bench::LinearRing copies;
+  const mixq::Linear& take() { return copies.take(); }
 };
 
 OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
@@ -229,7 +224,7 @@ int main(int argc, char** argv) {
                                 : (threads == 1 ? bpeak1 : bpeak2).median;
       std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops,
                   t.median * 1e3, ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
-                  std::string(ours.copies[0]->kernel_name()).c_str(), baseline_name(kOurs[i].baseline));
+                  std::string(ours.copies[0].kernel_name()).c_str(), baseline_name(kOurs[i].baseline));
       std::fflush(stdout);
     }
   }

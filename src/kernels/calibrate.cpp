@@ -31,6 +31,13 @@ using clock_type = std::chrono::steady_clock;
      " %%zmm12, %%zmm13, %%zmm8\n\t" op " %%zmm12, %%zmm13, %%zmm9\n\t" op                    \
      " %%zmm12, %%zmm13, %%zmm10\n\t" op " %%zmm12, %%zmm13, %%zmm11\n\t"
 
+// zmm1..zmm11 = zmm0 (which the loop has zeroed): the 12 accumulators.
+#define MIXQ_ZERO_ACCUMULATORS                                                                 \
+  "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"          \
+  "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"          \
+  "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"          \
+  "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+
 #define MIXQ_CLOBBER_ZMM                                                                     \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
       "xmm11", "xmm12", "xmm13"
@@ -40,10 +47,7 @@ __attribute__((target("avx512f,avx512vnni"))) void vnni_loop(long iters) {
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n\t"
       "vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
-      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
-      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
-      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      MIXQ_ZERO_ACCUMULATORS
       "1:\n\t" MIXQ_12("vpdpbusd") "dec %0\n\tjnz 1b\n\t"
       "vzeroupper\n\t"
       : "+r"(iters)
@@ -56,10 +60,7 @@ __attribute__((target("avx512f,avx512bf16"))) void bf16_loop(long iters) {
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
       "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
-      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
-      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
-      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      MIXQ_ZERO_ACCUMULATORS
       "1:\n\t" MIXQ_12("vdpbf16ps") "dec %0\n\tjnz 1b\n\t"
       "vzeroupper\n\t"
       : "+r"(iters)
@@ -72,10 +73,7 @@ __attribute__((target("avx512f"))) void fma_loop(long iters) {
       "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpxord %%zmm12, %%zmm12, %%zmm12\n\t"
       "vpxord %%zmm13, %%zmm13, %%zmm13\n\t"
-      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"
-      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"
-      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"
-      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"
+      MIXQ_ZERO_ACCUMULATORS
       "1:\n\t" MIXQ_12("vfmadd231ps") "dec %0\n\tjnz 1b\n\t"
       "vzeroupper\n\t"
       : "+r"(iters)
