@@ -2,7 +2,7 @@
 // .npy equals the in-memory dequantization, both bases, and clear errors.
 #include <gtest/gtest.h>
 
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "mixq/npy.hpp"
 #include "support/test_support.hpp"
 #include "test_format_helpers.hpp"

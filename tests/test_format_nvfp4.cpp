@@ -5,7 +5,7 @@
 
 #include "formats/nvfp4_layout.hpp"
 #include "mixq/error.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 #include "test_format_helpers.hpp"
 
 namespace mixq {

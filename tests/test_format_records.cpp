@@ -2,6 +2,7 @@
 // and validation errors (each a clear mixq::Error naming layer and tensor).
 #include <gtest/gtest.h>
 
+#include "linear/runtime_table.hpp"
 #include "mixq/error.hpp"
 #include "test_format_helpers.hpp"
 
@@ -30,13 +31,25 @@ void expect_invalid(Layer& layer, std::initializer_list<std::string> needles) {
   }
 }
 
+// The runtime table has exactly one row per format record, and no row for a
+// name the format table does not know.
+TEST(Registry, RuntimeTableCoversEveryFormatOnce) {
+  for (const FormatTraits* f : all_formats()) {
+    int rows = 0;
+    for (const mixq::linear::FormatRuntime& row : mixq::linear::runtime_table()) rows += row.format == f->name;
+    EXPECT_EQ(rows, 1) << f->name;
+  }
+  for (const mixq::linear::FormatRuntime& row : mixq::linear::runtime_table())
+    EXPECT_TRUE(find_format(row.format) != nullptr || row.format == unquantized_format().name) << row.format;
+}
+
 TEST(Registry, LookupAndOrder) {
   for (const char* name : {"float8_e4m3fn", "float8_e5m2", "nvfp4", "mxfp8", "int8_tensorwise", "convrot_w4a4"}) {
     const FormatTraits* f = find_format(name);
     ASSERT_NE(f, nullptr) << name;
     EXPECT_EQ(f->name, name);
     EXPECT_TRUE(f->from_marker);
-    EXPECT_TRUE(f->validate && f->method && f->tp_input_unit && f->dequantize && f->quantize && f->make_linear);
+    EXPECT_TRUE(f->validate && f->method && f->tp_input_unit && f->dequantize && f->quantize);
     EXPECT_EQ(f->tensors.front().role, "weight");
   }
   EXPECT_EQ(find_format("unquantized"), nullptr);

@@ -7,7 +7,7 @@
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/marker.hpp"
 #include "support/test_support.hpp"

@@ -7,7 +7,7 @@
 
 #include "formats/w4a8.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "support/test_support.hpp"
 #include "test_format_helpers.hpp"
 

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq {
 namespace {

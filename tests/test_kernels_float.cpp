@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 #include "support/test_support.hpp"
 
 namespace mixq {

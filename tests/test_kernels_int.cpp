@@ -17,7 +17,7 @@
 #include "kernels/hadamard_fast.hpp"
 #include "kernels/int_kernel.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "mixq/linear.hpp"
 
 namespace {
@@ -142,16 +142,16 @@ TEST(IntKernels, DispatchFollowsTheActiveIsa) {
   d.k = 32;
   d.weight = w.data();
   d.weight_scale = s.data();
-  EXPECT_EQ(make_int_kernel(d, true)->name(), "ref");
+  EXPECT_EQ(make_int_kernel(d, Isa::reference)->name(), "ref");
   set_isa(Isa::reference);
-  EXPECT_EQ(make_int_kernel(d, false)->name(), "ref");
+  EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "ref");
   if (best_isa() >= Isa::avx2) {
     set_isa(Isa::avx2);
-    EXPECT_EQ(make_int_kernel(d, false)->name().substr(0, 4), "avx2");
+    EXPECT_EQ(make_int_kernel(d, active_isa())->name().substr(0, 4), "avx2");
   }
   if (best_isa() >= Isa::avx512) {
     set_isa(Isa::avx512);
-    EXPECT_EQ(make_int_kernel(d, false)->name(), "avx512_vnni");
+    EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "avx512_vnni");
   }
   set_isa(best_isa());
 }
@@ -165,12 +165,12 @@ TEST(IntKernels, RejectsBadDescriptions) {
   d.weight = w.data();
   d.weight_scale = s.data();
   d.group = 12;  // not a power of 4
-  EXPECT_THROW(make_int_kernel(d, false), mixq::Error);
+  EXPECT_THROW(make_int_kernel(d, active_isa()), mixq::Error);
   d.group = 64;  // does not divide K
-  EXPECT_THROW(make_int_kernel(d, true), mixq::Error);
+  EXPECT_THROW(make_int_kernel(d, Isa::reference), mixq::Error);
   d.group = 0;
   d.k = kMaxIntK + 1;
-  EXPECT_THROW(make_int_kernel(d, false), mixq::Error);
+  EXPECT_THROW(make_int_kernel(d, active_isa()), mixq::Error);
 }
 
 TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
@@ -183,7 +183,7 @@ TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
       std::vector<float> want = x;
       mixq::hadamard_rotate(want.data(), 1, k, g);
       std::vector<float> scalar = x;
-      hadamard_row_scalar(scalar.data(), k, g);
+      mixq::hadamard_rotate_row(scalar.data(), k, g);
       EXPECT_EQ(0, std::memcmp(scalar.data(), want.data(), x.size() * 4)) << "scalar g=" << g;
       if (best_isa() >= Isa::avx2) {
         std::vector<float> fast = x;
@@ -210,7 +210,7 @@ TEST(Hadamard, FastMatchesDenseMatrixWithinRounding) {
     for (float& v : x) v = nd(rng);
     std::vector<float> fast = x;
     if (best_isa() >= Isa::avx512) hadamard_row_avx512(fast.data(), g, g);
-    else hadamard_row_scalar(fast.data(), g, g);
+    else mixq::hadamard_rotate_row(fast.data(), g, g);
     for (int64_t j = 0; j < g; ++j) {
       double want = 0;
       for (int64_t i = 0; i < g; ++i) want += double(x[static_cast<size_t>(i)]) * h[static_cast<size_t>(i * g + j)];

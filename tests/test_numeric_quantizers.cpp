@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 

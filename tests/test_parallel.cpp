@@ -7,12 +7,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/linear.hpp"
 
 namespace {
 
-using mixq::kernels::parallel_for;
+using mixq::util::parallel_for;
 
 std::vector<int> visit_counts(int64_t count, int64_t grain) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(count));

@@ -138,7 +138,7 @@ TEST(Recipe, ValidFormatsAreTheQuantizableRecords) {
 
 TEST(Recipe, ShippedRecipesParse) {
   // CMake compiles with absolute source paths.
-  std::filesystem::path dir = std::filesystem::path(__FILE__).parent_path().parent_path() / "recipes";
+  std::filesystem::path dir = std::filesystem::path(MIXQ_SOURCE_DIR) / "recipes";
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".json") continue;

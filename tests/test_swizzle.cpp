@@ -5,7 +5,7 @@
 #include <set>
 
 #include "mixq/error.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq {
 namespace {

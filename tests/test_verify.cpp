@@ -14,7 +14,8 @@
 #include "mixq/quantize.hpp"
 #include "mixq/recipe.hpp"
 #include "mixq/safetensors_writer.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
+#include "formats/block_checks.hpp"
 #include "mixq/verify.hpp"
 #include "support/test_support.hpp"
 

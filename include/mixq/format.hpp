@@ -1,10 +1,11 @@
 #pragma once
-// The table of formats. Every quantized format is described once, by a
-// FormatTraits record in its own file under src/formats/; inspect, plan,
-// dequantize, quantize, verify and kernel dispatch all read this table and
-// never switch on format names.
+// The table of formats: bytes on disk. Every quantized format is described
+// once, by a FormatTraits record in its own file under src/formats/; inspect,
+// plan, dequantize, quantize and verify read this table and never switch on
+// format names. How a format runs (its Linear and kernels) is a second table,
+// in the runtime layer (src/linear/runtime_table.cpp), keyed by format name;
+// this layer never includes the runtime.
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,8 +19,6 @@
 namespace mixq {
 
 struct Layer;
-class Linear;
-struct LinearOptions;
 
 enum class Basis { original, stored };  // undo ConvRot, or keep the rotated basis
 
@@ -84,8 +83,6 @@ struct FormatTraits {
   // applied by the caller). Null when the format needs calibration data.
   QuantizedLayer (*quantize)(const float* weight, int64_t n, int64_t k,
                              const nlohmann::json& params) = nullptr;
-  // Builds the runtime linear (weights prepared for its kernels).
-  std::unique_ptr<Linear> (*make_linear)(const Layer& layer, const LinearOptions& options) = nullptr;
   // Optional format-specific checks for `mixq verify`, beyond validate and
   // dequantize (e.g. block-scale layout plausibility; see mixq/verify.hpp for
   // ready-made ones). Null: none.

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string_view>
 
+#include "mixq/threads.hpp"
+
 namespace mixq {
 
 struct Layer;
@@ -36,9 +38,5 @@ class Linear {
   int64_t in_features_;
   int64_t out_features_;
 };
-
-// Threads used by every Linear (one persistent pool). 0 = all cores.
-void set_num_threads(int threads);
-int num_threads();
 
 }  // namespace mixq

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,11 @@
 #include "mixq/checkpoint.hpp"
 
 namespace mixq {
+
+// The key names of the Comfy convention, defined once for reading and writing.
+inline constexpr std::string_view kMarkerSuffix = ".comfy_quant";         // <prefix>.comfy_quant
+inline constexpr std::string_view kHeaderMarkersKey = "_quantization_metadata";  // in __metadata__
+inline constexpr std::string_view kHeaderLayersKey = "layers";             // {prefix: marker}
 
 struct Marker {
   std::string prefix;
@@ -45,5 +51,11 @@ struct MarkerSet {
 // "format", a malformed header entry, or one prefix declared twice with
 // different markers (the message names both sources).
 MarkerSet collect_markers(const Checkpoint& checkpoint);
+
+// A marker as ComfyUI writes it: Python json.dumps separators (", ", ": "),
+// "format" first, other keys sorted (the bytes of a `.comfy_quant` tensor).
+std::string marker_json(const nlohmann::json& marker);
+// The header value for kHeaderMarkersKey: {"format_version": "1.0", "layers": layers}.
+std::string header_markers_json(const nlohmann::json& layers);
 
 }  // namespace mixq

@@ -94,8 +94,5 @@ QuantizeReport quantize_checkpoint(const std::vector<std::string>& source, const
 // The report as one JSON object (`mixq quantize --json`, Python's mixq.quantize).
 nlohmann::json quantize_report_json(const QuantizeReport& report);
 
-// A marker as ComfyUI writes it: Python json.dumps separators (", ", ": "),
-// "format" first, other keys sorted.
-std::string marker_json(const nlohmann::json& marker);
 
 }  // namespace mixq

@@ -8,7 +8,8 @@
 //           "weight_s_*") are finite and not negative; per-tensor and per-row
 //           scales are > 0 (block scales may be 0 for all-zero blocks).
 //           U8-stored scales are left to the format's own check.
-//   ...     the format record's optional `check` (block-scale layout etc.)
+//   ...     the format record's optional `check` (block-scale layout etc.:
+//           src/formats/block_checks.hpp)
 //   error   with a source: ||W_deq - W|| / ||W|| over the logical [N, K]
 //           (stored padding, if any, counts as error) <= max_rel_error
 #include <cstdint>
@@ -57,18 +58,5 @@ VerifyReport verify_checkpoint(const Checkpoint& checkpoint, const Checkpoint* a
 //  "in_features", "ok", "checks": [{"name", "ok", "detail"}], "rel_error"}],
 //  "summary": {"quantized_layers", "unquantized_layers", "failed"}, "warnings"}
 nlohmann::json verify_report_json(const VerifyReport& report);
-
-// ---- ready-made FormatTraits::check functions ----------------------------
-// Block-scaled formats with swizzled scales (spec/formats.md §2.3): per block,
-// the scale must be finite and >= 0, a block holding non-zero codes must have
-// a non-zero scale and vice versa, swizzle padding must be zero, and the
-// block's largest |element| must match how the quantizer picks the scale
-// (NVFP4: exactly 6; MXFP8: in [224, 448]); more than 5% of non-zero blocks
-// off that marks the layer (catches mis-strided or mis-typed data and,
-// through padding and zero blocks, linear-layout scales). Swapped NVFP4
-// nibbles keep every block's codes and cannot be seen without a source:
-// `verify --against` catches them through the error.
-std::vector<LayerCheck> check_nvfp4_layout(const Layer& layer);
-std::vector<LayerCheck> check_mxfp8_layout(const Layer& layer);
 
 }  // namespace mixq

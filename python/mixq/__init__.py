@@ -22,6 +22,7 @@ from ._mixq import (
     quantize,
     save_file,
     set_num_threads,
+    __version__,
 )
 
 __all__ = [
@@ -34,4 +35,3 @@ __all__ = [
     "save_file",
     "set_num_threads",
 ]
-__version__ = "0.1.0"

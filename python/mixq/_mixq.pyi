@@ -6,6 +6,8 @@ from typing import Any, Literal, Optional, Protocol, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
+__version__: str  # project(mixq VERSION ...) in CMakeLists.txt
+
 _Path = Union[str, os.PathLike[str]]
 _Paths = Union[_Path, Sequence[_Path]]
 

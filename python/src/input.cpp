@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -135,7 +135,7 @@ const float* Input::prepare(const float* y, int64_t y_count) {
   const size_t item = array.itemsize();
   const size_t nd = array.ndim();
   const int64_t col_stride = array.stride(nd - 1);
-  kernels::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+  util::parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
                         [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       // Unravel the row index over the leading dimensions (row-major order).

@@ -3,10 +3,12 @@
 #include "bindings.hpp"
 #include "mixq/error.hpp"
 #include "mixq/linear.hpp"
+#include "mixq/version.hpp"
 
 NB_MODULE(_mixq, m) {
   namespace nb = nanobind;
   m.doc() = "mixq: mixed-precision quantized (Comfy convention) checkpoints on CPUs";
+  m.attr("__version__") = MIXQ_VERSION;  // from project() in CMakeLists.txt
 
   // Every mixq::Error (and UsageError) becomes mixq.Error with the same
   // message the CLI prints after "mixq: error: ".

@@ -3,7 +3,7 @@
 // random weights, builds the layer's Linear and times forward. Prints time,
 // GOPS (2·M·N·K per call), weight bytes streamed per second, and fractions of
 // this machine's limits, calibrated at the start of the same run (int8 VNNI
-// and bf16 dot peaks, streaming read bandwidth: src/kernels/calibrate.hpp,
+// and bf16 dot peaks, streaming read bandwidth: mixq/machine.hpp,
 // about 1 s; on CPUs without AVX-512 VNNI/BF16 the fractions are omitted).
 // The side-by-side comparison with oneDNN is `make bench` (bench/), see
 // BENCHMARKS.md. Generic over all_formats(): no per-format code.
@@ -16,24 +16,21 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
-#include "kernels/calibrate.hpp"
 #include "linear/synthetic_layer.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
+#include "mixq/machine.hpp"
 
 namespace mixq::cli {
 namespace {
 
 // Measured limits of this run; 0 where the calibration cannot run.
-struct Limits {
-  double int8_gops = 0, bf16_gflops = 0, read_gbs = 0;
-};
+using Limits = MachineLimits;
 
 Limits calibrate(int threads) {
   // Short: 3 repetitions of ~25 ms per peak, 256 MiB read 3 times (beyond the L3 of most CPUs).
-  return {kernels::int8_vnni_peak_gops(threads, 3).median, kernels::bf16_dot_peak_gflops(threads, 3).median,
-          kernels::read_bandwidth_gbs(threads, size_t(256) << 20, 3).median};
+  return measure_machine(threads, 3, size_t(256) << 20);
 }
 
 // part / whole, or null when the whole was not measured.

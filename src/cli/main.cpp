@@ -7,11 +7,12 @@
 
 #include "cli/commands.hpp"
 #include "mixq/error.hpp"
+#include "mixq/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"mixq: mixed-precision quantized diffusion checkpoints"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "mixq 0.1.0");
+  app.set_version_flag("--version", "mixq " MIXQ_VERSION);
   mixq::cli::add_inspect(app);
   mixq::cli::add_plan(app);
   mixq::cli::add_dequantize(app);

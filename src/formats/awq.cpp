@@ -14,7 +14,6 @@
 
 #include "formats/record_util.hpp"
 #include "formats/w4_common.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -128,7 +127,6 @@ const FormatTraits& awq_w4a16_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_awq_w4a16,
   };
   return record;
 }

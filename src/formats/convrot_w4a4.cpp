@@ -10,12 +10,11 @@
 // K must be a multiple of 64. Activations are quantized inside the kernel.
 #include <numeric>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::formats {
 namespace {
@@ -116,7 +115,6 @@ const FormatTraits& convrot_w4a4_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_convrot_w4a4,
   };
   return record;
 }

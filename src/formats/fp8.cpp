@@ -5,10 +5,9 @@
 // [] or [1], the static activation scale (ComfyUI uses 1.0 when absent).
 #include <cmath>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -91,7 +90,6 @@ FormatTraits make_record(std::string_view summary) {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize<D>,
-      .make_linear = linear::make_fp8,
   };
 }
 

@@ -9,12 +9,11 @@
 // Activations are quantized inside the kernel (Q8row), not by the caller.
 #include <cmath>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::formats {
 namespace {
@@ -103,7 +102,6 @@ const FormatTraits& int8_tensorwise_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_int8,
   };
   return record;
 }

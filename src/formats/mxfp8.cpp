@@ -8,14 +8,13 @@
 // Logical N comes from the bias; K is the stored padded K (with a warning).
 #include <fmt/format.h>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
-#include "mixq/verify.hpp"
+#include "formats/block_checks.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::formats {
 namespace {
@@ -98,7 +97,6 @@ const FormatTraits& mxfp8_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_mxfp8,
       .check = check_mxfp8_layout,  // catches files written with linear scales
   };
   return record;

@@ -15,13 +15,12 @@
 #include <fmt/format.h>
 
 #include "formats/nvfp4_layout.hpp"
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
-#include "mixq/verify.hpp"
+#include "formats/block_checks.hpp"
 #include "mixq/error.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::formats {
 namespace {
@@ -86,7 +85,6 @@ const FormatTraits& nvfp4_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_nvfp4,
       .check = check_nvfp4_layout,  // catches files written with linear scales
   };
   return record;

@@ -5,7 +5,7 @@
 #include "formats/record_util.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::formats {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::formats {
 
@@ -109,7 +109,7 @@ std::string param_string(const nlohmann::json& params, std::string_view key, std
 
 void for_rows(int64_t rows, int64_t row_cost, const std::function<void(int64_t, int64_t)>& body) {
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, row_cost));
-  kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) { body(begin, end); });
+  util::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) { body(begin, end); });
 }
 
 }  // namespace mixq::formats

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "formats/w4_common.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::formats {
@@ -210,7 +209,6 @@ const FormatTraits& svdquant_w4a4_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = nullptr,  // needs calibration data (DeepCompressor / nunchaku)
-      .make_linear = linear::make_svdquant_w4a4,
   };
   return record;
 }

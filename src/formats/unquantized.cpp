@@ -2,7 +2,6 @@
 // Stored: weight F32 | F16 | BF16 | F64 [N, K]; optional bias.
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -54,7 +53,6 @@ const FormatTraits& unquantized_record() {
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,
-      .make_linear = linear::make_unquantized,
   };
   return record;
 }

@@ -8,9 +8,8 @@
 #include <numeric>
 
 #include "formats/w4_common.hpp"
-#include "linear/factories.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::formats {
@@ -163,7 +162,6 @@ const FormatTraits& asym_w4a8_int8_format() {
       .method = method,
       .dequantize = dequantize,
       .quantize = w4a8_quantize,
-      .make_linear = linear::make_asym_w4a8_int8,
   };
   return record;
 }

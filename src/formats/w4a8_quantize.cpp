@@ -16,7 +16,7 @@
 #include "formats/w4_common.hpp"
 #include "formats/w4a8.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::formats {

@@ -1,11 +1,13 @@
 #include "io/shard_index.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "io/atomic_file.hpp"
 #include "io/strict_json.hpp"
 #include "mixq/error.hpp"
 
@@ -95,6 +97,17 @@ ShardSources resolve_shards(const std::vector<std::string>& paths) {
       out.files.push_back(path);
   }
   return out;
+}
+
+void write_shard_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
+                       uint64_t total_size) {
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [name, file] : weight_map) map[name] = file;
+  const nlohmann::json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", map}};
+  const std::string text = index.dump(2) + "\n";
+  AtomicFile file(path);
+  file.write_at(0, std::as_bytes(std::span<const char>(text.data(), text.size())));
+  file.commit();
 }
 
 }  // namespace mixq

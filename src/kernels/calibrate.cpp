@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/cpu.hpp"
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
 namespace mixq::kernels {
 namespace {
@@ -91,7 +91,7 @@ Rate peak(int threads, int reps, void (*loop)(long), double ops_per_iter) {
   loop(kIters / 10);  // warm the clock up
   for (int r = 0; r < reps; ++r) {
     auto t0 = clock_type::now();
-    parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t i = b; i < e; ++i) loop(kIters);
     });
     double s = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -158,8 +158,8 @@ std::optional<FloatDot> parse_float_dot(std::string_view name) {
 
 FloatDotProbe probe_float_dot() {
   if (!has_avx512_vnni_bf16()) return {};
-  // 12 instructions per iteration; ~0.4 ms (bf16) and ~0.2 ms (fma) per round
-  // at the rates seen so far (1.3 and 6.8 G instructions/s), 5 rounds.
+  // 12 instructions per iteration, 5 rounds; the iteration counts keep a
+  // round well under a millisecond on the machines in BENCHMARKS.md.
   constexpr long kBf16Iters = 50'000, kFmaIters = 100'000;
   auto rate = [](void (*loop)(long), long iters, double flop_per_iter) {
     const auto t0 = clock_type::now();
@@ -224,12 +224,12 @@ Rate read_bandwidth_gbs(int threads, size_t bytes, int reps) {
   madvise(mem, total, MADV_HUGEPAGE);
   auto* base = static_cast<std::byte*>(mem);
   // First touch by the thread that will read the part (same NUMA node / pages).
-  parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+  util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) std::memset(base + t * part, static_cast<int>(t + 1), part);
   });
   std::atomic<uint64_t> sink{0};
   auto pass = [&] {
-    parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
       for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part(base + t * part, part));
     });
   };

@@ -1,8 +1,8 @@
 #pragma once
 // In-run calibration of the machine's limits, so that benchmarks (bench/ and
 // `mixq bench`) report fractions of what this machine delivered in the same
-// run (the host is shared; memory-bound numbers drift by up to 1.6x between
-// windows, spec/machine.md §0). Each call sets the pool's thread count.
+// run (the host may be shared, and memory-bound numbers drift between windows:
+// BENCHMARKS.md). Each call sets the pool's thread count.
 #include <cstddef>
 #include <optional>
 #include <string_view>
@@ -36,9 +36,9 @@ bool has_avx512_vnni_bf16();
 // codes decoded to bf16), and their AVX-512 GEMM computes either with
 // `vdpbf16ps` (2 k per lane per instruction) or with `vfmadd231ps` over the
 // same operands widened to f32 in registers (1 k per instruction, exact
-// products). Which is faster depends on the core, not the ISA: Zen 5 runs
-// vdpbf16ps at ~2x the FMA FLOP rate, this Intel Xeon at ~0.4x. So the choice
-// is measured, never taken from the CPU model.
+// products). Which is faster depends on the core, not the ISA (the two
+// machines measured so far differ in opposite directions, see BENCHMARKS.md),
+// so the choice is measured, never taken from the CPU model.
 enum class FloatDot { bf16, fma };
 std::string_view float_dot_name(FloatDot dot);  // "bf16" / "fma"
 // "bf16" / "fma" -> the choice; anything else nullopt (automatic).

@@ -1,10 +1,11 @@
 // AVX2 radix-4 Hadamard: stride 1 inside a ymm (a quadruple is one 128-bit
 // lane), stride 4 on 128-bit quarters of each 16-float block, strides >= 16 on
-// whole ymm. Same operations and order as hadamard_row_scalar, so results are
+// whole ymm. Same operations and order as hadamard_rotate_row (src/numeric), so results are
 // bit-identical.
 #include <immintrin.h>
 
 #include "kernels/hadamard_fast.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::kernels {
 namespace {
@@ -31,7 +32,7 @@ void hadamard_row_avx2(float* row, int64_t k, int64_t g) {
   int64_t i = 0;
   for (; i + 8 <= k; i += 8) _mm256_storeu_ps(row + i, stage1(_mm256_loadu_ps(row + i)));
   if (i < k) {  // only possible for g == 4: one trailing group of 4
-    hadamard_row_scalar(row + i, k - i, g);
+    hadamard_rotate_row(row + i, k - i, g);
   }
   if (g == 4) return;
   for (int64_t off = 0; off < k; off += g) {

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "kernels/hadamard_fast.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::kernels {
 namespace {
@@ -35,7 +36,7 @@ void hadamard_row_avx512(float* row, int64_t k, int64_t g) {
   if (g == 4) {
     int64_t i = 0;
     for (; i + 16 <= k; i += 16) _mm512_storeu_ps(row + i, stage1(_mm512_loadu_ps(row + i)));
-    if (i < k) hadamard_row_scalar(row + i, k - i, g);
+    if (i < k) hadamard_rotate_row(row + i, k - i, g);
     return;
   }
   // g >= 16: both in-register stages per 16 floats, then the wide stages.

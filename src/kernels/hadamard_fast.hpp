@@ -9,7 +9,5 @@ namespace mixq::kernels {
 // In place, one row of k values (k % g == 0, g a power of 4), serially.
 void hadamard_row_avx512(float* v, int64_t k, int64_t g);
 void hadamard_row_avx2(float* v, int64_t k, int64_t g);
-// The scalar stages (the fallback for tails and the reference order).
-void hadamard_row_scalar(float* v, int64_t k, int64_t g);
 
 }  // namespace mixq::kernels

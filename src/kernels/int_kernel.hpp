@@ -14,6 +14,8 @@
 #include <memory>
 #include <string_view>
 
+#include "kernels/cpu.hpp"
+
 namespace mixq::kernels {
 
 enum class ActQuant { q8row, q4row };
@@ -51,7 +53,8 @@ std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_avx512(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);  // AVX-VNNI when present
 std::unique_ptr<IntKernel> make_int_kernel_avx2_novnni(const IntLayerDesc& desc);  // tests
-// The kernel for the active ISA (kernels::active_isa()), or the reference.
-std::unique_ptr<IntKernel> make_int_kernel(const IntLayerDesc& desc, bool reference);
+// The kernel for `isa` (falling back to the next lower path the layer's shape
+// allows), or the reference for Isa::reference.
+std::unique_ptr<IntKernel> make_int_kernel(const IntLayerDesc& desc, Isa isa);
 
 }  // namespace mixq::kernels

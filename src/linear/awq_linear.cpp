@@ -10,7 +10,7 @@
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "linear/w4a8_linear.hpp"
 #include "mixq/error.hpp"
@@ -55,9 +55,8 @@ class AwqLinear final : public Linear {
 std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& options) {
   const int64_t n = layer.out_features, k = layer.in_features;
   const FormatTraits& record = formats::awq_w4a16_format();
-  const bool avx512 = use_avx512(options);
-  const bool avx2 = !avx512 && options.kernel == KernelChoice::automatic &&
-                    kernels::active_isa() >= kernels::Isa::avx2;
+  const FastPath path = fast_path(options);
+  const bool avx512 = path == FastPath::avx512, avx2 = path == FastPath::avx2;
   if (full_precision(layer) || !(avx512 || avx2)) {
     std::vector<float> w(static_cast<size_t>(n * k));
     record.dequantize(layer, Basis::original, w.data());

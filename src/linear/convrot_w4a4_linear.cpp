@@ -4,7 +4,7 @@
 // weights used as int8 values (what CUDA/HIP do). Epilogue (acc·s_x)·s_w + b.
 #include <vector>
 
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/int_linear_common.hpp"
 #include "mixq/error.hpp"
 

@@ -4,7 +4,6 @@
 
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
-#include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -47,23 +46,6 @@ bool full_precision(const Layer& layer) {
   auto it = layer.params.find("full_precision_matrix_mult");
   return it != layer.params.end() && it->is_boolean() && it->get<bool>();
 }
-
-FastPath fast_path(const LinearOptions& options) {
-  if (options.kernel != KernelChoice::automatic) return FastPath::none;
-  switch (kernels::active_isa()) {
-    case kernels::Isa::avx512: return FastPath::avx512;
-    case kernels::Isa::avx2: return FastPath::avx2;
-    default: return FastPath::none;
-  }
-}
-
-FastPath nvfp4_w4a4_path(const LinearOptions& options) {
-  const FastPath path = fast_path(options);
-  if (path == FastPath::avx512 && !kernels::x86::nvfp4_avx512_supported()) return FastPath::avx2;
-  return path;
-}
-
-bool use_avx512(const LinearOptions& options) { return fast_path(options) == FastPath::avx512; }
 
 FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type)
     : path_(path), panels_(kernels::x86::pack_panels(w, n, k, type)) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
+#include "linear/kernel_path.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
 
@@ -24,18 +25,6 @@ float optional_scalar_f32(const Layer& layer, std::string_view role, bool& prese
 const uint8_t* bytes_at_least(const Layer& layer, std::string_view role, int64_t need);
 // full_precision_matrix_mult from the marker parameters (false when absent).
 bool full_precision(const Layer& layer);
-
-// The one place that picks a float layer's kernel family from the options and
-// the active ISA: avx512 when active_isa() is avx512, avx2 when it is avx2,
-// none (reference) otherwise or with KernelChoice::reference.
-enum class FastPath { none, avx2, avx512 };
-FastPath fast_path(const LinearOptions& options);
-// NVFP4 W4A4 also needs AVX-512 VBMI (vpermb) for its avx512 kernel; an
-// avx512 CPU without it runs the AVX2 kernel (it has AVX2) instead of the
-// reference.
-FastPath nvfp4_w4a4_path(const LinearOptions& options);
-// True when the fast AVX-512 kernels may run (options + active ISA).
-bool use_avx512(const LinearOptions& options);
 
 // A float layer's packed weight and its GEMM on the chosen fast path
 // (kernels/x86/float_gemm.hpp). avx512 with bf16 panels runs the `vdpbf16ps`

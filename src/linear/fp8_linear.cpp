@@ -12,7 +12,7 @@
 // rounds x to bf16 on both cores, avx2 keeps it f32).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/int_linear_common.hpp"
 #include "mixq/error.hpp"
 

@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/parallel.hpp"
+#include "linear/kernel_path.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/numeric.hpp"
@@ -42,7 +43,7 @@ class DequantizedLinear final : public Linear {
       : Linear(k, n), w_(std::move(w)), b_(std::move(b)) {}
   void forward(const float* x, int64_t m, float* y) const override {
     const int64_t k = in_features(), n = out_features();
-    kernels::parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) {
+    util::parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = 0; c < n; ++c) {
           float acc = 0.0f;
@@ -81,7 +82,7 @@ std::unique_ptr<Linear> make_int_linear(const Layer& layer, const kernels::IntLa
                                         const LinearOptions& options) {
   try {
     return std::make_unique<IntLinear>(
-        desc.k, desc.n, kernels::make_int_kernel(desc, options.kernel == KernelChoice::reference));
+        desc.k, desc.n, kernels::make_int_kernel(desc, kernel_isa(options)));
   } catch (const Error& e) {
     fail("layer '{}': {}", layer.prefix, e.what());
   }

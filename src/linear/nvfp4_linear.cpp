@@ -13,11 +13,11 @@
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::linear {
 namespace {

@@ -6,7 +6,7 @@
 #include "formats/svdquant.hpp"
 #include "kernels/ref/svdquant_ref.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "linear/w4a8_linear.hpp"
 #include "kernels/cpu.hpp"

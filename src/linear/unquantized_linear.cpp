@@ -4,7 +4,7 @@
 // in k order.
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"

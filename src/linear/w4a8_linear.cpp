@@ -10,7 +10,7 @@
 #include "formats/w4a8.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "linear/factories.hpp"
+#include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "linear/int_linear_common.hpp"
 #include "mixq/error.hpp"

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq {
 namespace {
@@ -63,6 +63,10 @@ std::vector<float> hadamard_matrix(int64_t g) {
   return h;
 }
 
+void hadamard_rotate_row(float* row, int64_t k, int64_t g) {
+  for (int64_t off = 0; off < k; off += g) rotate_group(row + off, g);
+}
+
 void hadamard_rotate(float* x, int64_t rows, int64_t k, int64_t g) {
   check_group(g);
   if (rows < 0 || k < 0) fail("hadamard_rotate: negative shape [{}, {}]", rows, k);
@@ -70,9 +74,9 @@ void hadamard_rotate(float* x, int64_t rows, int64_t k, int64_t g) {
   if (rows == 0 || k == 0) return;
   // Parallel over rows; a row's groups are independent too but rows suffice.
   const int64_t grain = std::max<int64_t>(1, 16384 / k);
-  kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t off = 0; off < k; off += g) rotate_group(x + r * k + off, g);
+      hadamard_rotate_row(x + r * k, k, g);
   });
 }
 

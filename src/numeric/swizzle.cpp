@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "mixq/error.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq {
 namespace {

@@ -14,7 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kMarkerSuffix = ".comfy_quant";
 constexpr std::string_view kSentinel = "scaled_fp8";
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -118,7 +117,7 @@ void collect_tensor_markers(const Checkpoint& checkpoint, MarkerSet& set) {
 
 void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
   for (const FileInfo& file : checkpoint.files()) {
-    auto entry = file.metadata.find("_quantization_metadata");
+    auto entry = file.metadata.find(std::string(kHeaderMarkersKey));
     if (entry == file.metadata.end()) continue;
     json root = json::parse(entry->second, nullptr, /*allow_exceptions=*/false);
     if (root.is_discarded())
@@ -126,7 +125,7 @@ void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
     if (!root.is_object())
       fail("Invalid _quantization_metadata in {}: must contain an object, found {}", file.path,
            root.type_name());
-    auto layers = root.find("layers");
+    auto layers = root.find(std::string(kHeaderLayersKey));
     if (layers == root.end() || !layers->is_object())
       fail("Invalid _quantization_metadata in {}: must contain a layers object", file.path);
     const std::string source = fmt::format("header of {}", file.path);
@@ -137,7 +136,7 @@ void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
 
 bool has_header_markers(const Checkpoint& checkpoint) {
   for (const FileInfo& file : checkpoint.files())
-    if (file.metadata.count("_quantization_metadata")) return true;
+    if (file.metadata.count(std::string(kHeaderMarkersKey))) return true;
   return false;
 }
 

@@ -49,9 +49,8 @@ bool accounting_failed(const Accounting& found) {
 std::span<const std::string_view> profile_names() { return kProfileNames; }
 
 const Profile* find_profile(std::string_view name) {
-  if (name == "comfyui") return &comfyui_profile();
-  if (name == "sglang") return &sglang_profile();
-  if (name == "sglang-minimax-h3") return &sglang_minimax_h3_profile();
+  for (const Profile* profile : {&comfyui_profile(), &sglang_profile(), &sglang_minimax_h3_profile()})
+    if (profile->name == name) return profile;
   return nullptr;
 }
 

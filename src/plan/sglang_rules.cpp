@@ -2,6 +2,7 @@
 // tensor-parallel checks (§4.1, §4.2), and how it reads markers (top-level keys
 // only, §1.3). Shared by the sglang and sglang-minimax-h3 profiles.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <set>
 
@@ -182,46 +183,82 @@ std::string accounting(const PlanState& state, const Accounting& found) {
   return unclaimed_message(found);
 }
 
+namespace {
+
+// §4.1/§4.2: what each of SGLang's linear methods checks when it creates a
+// row-parallel shard of x input features. One row per format; formats SGLang
+// creates without such a check have no row.
+std::string int8_partition(const LayerPlan& entry, int64_t x) {
+  if (!param_true(entry.layer, "convrot")) return {};
+  const int64_t g = param_or(entry.layer, "convrot_groupsize", 256);
+  if (g > 0 && x % g != 0)
+    return value_error(fmt::format("ConvRot INT8 layer '{}' needs input_size_per_partition ({}) divisible "
+                                   "by group_size {}",
+                                   entry.prefix(), x, g));
+  return {};
+}
+
+std::string w4a4_partition(const LayerPlan& entry, int64_t x) {
+  const int64_t g = param_or(entry.layer, "convrot_groupsize", 256);
+  if (g > 0 && x % g != 0)
+    return value_error(fmt::format("W4A4 needs input_size_per_partition ({}) divisible by ConvRot group "
+                                   "size {} ('{}')",
+                                   x, g, entry.prefix()));
+  if (x % 64 != 0)
+    return value_error(fmt::format("W4A4 needs input_size_per_partition ({}) divisible by quantization "
+                                   "group size 64 ('{}')",
+                                   x, entry.prefix()));
+  return {};
+}
+
+std::string w4a8_partition(const LayerPlan& entry, int64_t x) {
+  const int64_t gs = param_or(entry.layer, "group_size", 16);
+  const int64_t g = param_or(entry.layer, "convrot_groupsize", 256);
+  if (gs < 4 || !(16 % gs == 0 || gs % 16 == 0) || x % 16 != 0 || x % gs != 0)
+    return value_error(fmt::format("W4A8 '{}' does not admit input_size_per_partition ({}) with group_size {}",
+                                   entry.prefix(), x, gs));
+  if (g > 0 && x % g != 0)
+    return value_error(fmt::format("W4A8 needs input_size_per_partition ({}) divisible by ConvRot group "
+                                   "size {} ('{}')",
+                                   x, g, entry.prefix()));
+  return {};
+}
+
+std::string nvfp4_partition(const LayerPlan& entry, int64_t x) {
+  if (x % 16 != 0)
+    return value_error(fmt::format("Unsupported model when input features size is {}, not multiple of 16, "
+                                   "for NVFP4 quantization ('{}')",
+                                   x, entry.prefix()));
+  return {};
+}
+
+std::string mxfp8_partition(const LayerPlan& entry, int64_t x) {
+  if (x % 32 != 0)
+    return value_error(fmt::format("Weight input_size_per_partition = {} is not divisible by weight "
+                                   "quantization block_k = 32 ('{}')",
+                                   x, entry.prefix()));
+  return {};
+}
+
+struct PartitionRule {
+  std::string_view format;
+  std::string (*check)(const LayerPlan& entry, int64_t in_per_partition);
+};
+
+constexpr std::array<PartitionRule, 5> kPartitionRules{{
+    {"int8_tensorwise", int8_partition},
+    {"convrot_w4a4", w4a4_partition},
+    {"asym_w4a8_int8", w4a8_partition},
+    {"nvfp4", nvfp4_partition},
+    {"mxfp8", mxfp8_partition},
+}};
+
+}  // namespace
+
 std::string input_partition(const LayerPlan& entry, int64_t x) {
-  const Layer& layer = entry.layer;
   const std::string format = entry.format_name();
-  if (format == "int8_tensorwise" && param_true(layer, "convrot")) {
-    const int64_t g = param_or(layer, "convrot_groupsize", 256);
-    if (g > 0 && x % g != 0)
-      return value_error(fmt::format("ConvRot INT8 layer '{}' needs input_size_per_partition ({}) divisible "
-                                     "by group_size {}",
-                                     entry.prefix(), x, g));
-  } else if (format == "convrot_w4a4") {
-    const int64_t g = param_or(layer, "convrot_groupsize", 256);
-    if (g > 0 && x % g != 0)
-      return value_error(fmt::format("W4A4 needs input_size_per_partition ({}) divisible by ConvRot group "
-                                     "size {} ('{}')",
-                                     x, g, entry.prefix()));
-    if (x % 64 != 0)
-      return value_error(fmt::format("W4A4 needs input_size_per_partition ({}) divisible by quantization "
-                                     "group size 64 ('{}')",
-                                     x, entry.prefix()));
-  } else if (format == "asym_w4a8_int8") {
-    const int64_t gs = param_or(layer, "group_size", 16);
-    const int64_t g = param_or(layer, "convrot_groupsize", 256);
-    if (gs < 4 || !(16 % gs == 0 || gs % 16 == 0) || x % 16 != 0 || x % gs != 0)
-      return value_error(fmt::format("W4A8 '{}' does not admit input_size_per_partition ({}) with group_size {}",
-                                     entry.prefix(), x, gs));
-    if (g > 0 && x % g != 0)
-      return value_error(fmt::format("W4A8 needs input_size_per_partition ({}) divisible by ConvRot group "
-                                     "size {} ('{}')",
-                                     x, g, entry.prefix()));
-  } else if (format == "nvfp4") {
-    if (x % 16 != 0)
-      return value_error(fmt::format("Unsupported model when input features size is {}, not multiple of 16, "
-                                     "for NVFP4 quantization ('{}')",
-                                     x, entry.prefix()));
-  } else if (format == "mxfp8") {
-    if (x % 32 != 0)
-      return value_error(fmt::format("Weight input_size_per_partition = {} is not divisible by weight "
-                                     "quantization block_k = 32 ('{}')",
-                                     x, entry.prefix()));
-  }
+  for (const PartitionRule& rule : kPartitionRules)
+    if (rule.format == format) return rule.check(entry, x);
   return {};
 }
 

@@ -54,44 +54,4 @@ uint64_t parse_byte_size(std::string_view text) {
   return static_cast<uint64_t>(std::llround(bytes));
 }
 
-namespace {
-
-// Python's json.dumps(obj) with default separators; non-ASCII escaped like
-// ensure_ascii=True is not needed for marker keys, so strings use nlohmann's
-// escaping (identical for ASCII).
-void dump_python(const nlohmann::json& value, std::string& out) {
-  if (value.is_object()) {
-    out += '{';
-    bool first = true;
-    auto emit = [&](const std::string& key, const nlohmann::json& v) {
-      if (!first) out += ", ";
-      first = false;
-      out += nlohmann::json(key).dump();
-      out += ": ";
-      dump_python(v, out);
-    };
-    if (auto it = value.find("format"); it != value.end()) emit("format", *it);
-    for (const auto& [key, v] : value.items())
-      if (key != "format") emit(key, v);
-    out += '}';
-  } else if (value.is_array()) {
-    out += '[';
-    for (size_t i = 0; i < value.size(); ++i) {
-      if (i) out += ", ";
-      dump_python(value[i], out);
-    }
-    out += ']';
-  } else {
-    out += value.dump();
-  }
-}
-
-}  // namespace
-
-std::string marker_json(const nlohmann::json& marker) {
-  std::string out;
-  dump_python(marker, out);
-  return out;
-}
-
 }  // namespace mixq

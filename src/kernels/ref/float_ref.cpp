@@ -3,10 +3,10 @@
 #include <cmath>
 #include <vector>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::kernels::ref {
 

@@ -4,11 +4,11 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 #include "kernels/int_kernel.hpp"
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
-#include "mixq/hadamard.hpp"
+#include "numeric/hadamard.hpp"
 
 namespace mixq::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // SVDQuant W4A4 reference (svdquant_ref.hpp): plain loops, rows in parallel.
 #include "kernels/ref/svdquant_ref.hpp"
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/ref/svdquant_common.hpp"
 
 namespace mixq::kernels {
@@ -9,7 +9,7 @@ namespace mixq::kernels {
 void svdquant_ref(const SvdquantWeights& w, const float* x, int64_t m, float* y) {
   const int64_t n = w.n, k = w.k, groups = k / svdq::kGroup, half = k / 2;
   const int offset = w.act_unsigned ? 0 : 8;
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(k), scales(groups), lora(w.rank), low(n);
     std::vector<uint8_t> codes(k);
     std::vector<int32_t> sums(groups);

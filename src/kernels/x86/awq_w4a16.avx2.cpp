@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
 
 namespace mixq::kernels::x86 {
@@ -90,10 +90,10 @@ void run(const AwqPacked& w, const float* x, int64_t m_begin, int64_t m_end, int
 
 void awq_avx2(const AwqPacked& w, const float* x, int64_t m, float* y) {
   if (m <= 16) {
-    parallel_for(w.panels, 1, [&](int64_t begin, int64_t end, int) { run(w, x, 0, m, begin, end, y); });
+    util::parallel_for(w.panels, 1, [&](int64_t begin, int64_t end, int) { run(w, x, 0, m, begin, end, y); });
   } else {
     constexpr int64_t kRows = 32;
-    parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b) run(w, x, b * kRows, std::min(m, (b + 1) * kRows), 0, w.panels, y);
     });
   }

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
 
 namespace mixq::kernels::x86 {
@@ -117,7 +117,7 @@ void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y) {
   a.groups = w.k / w.group;
   a.pairs.resize(static_cast<size_t>(m * a.k2));
   a.sums.resize(static_cast<size_t>(m * a.groups));
-  parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * w.k;
       uint16_t* dst = reinterpret_cast<uint16_t*>(a.pairs.data() + r * a.k2);
@@ -137,12 +137,12 @@ void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y) {
   });
   if (m <= 16) {
     const int64_t pairs = (w.panels + 1) / 2;
-    parallel_for(pairs, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for(pairs, 1, [&](int64_t begin, int64_t end, int) {
       run(w, a, 0, m, begin * 2, std::min(end * 2, w.panels), y);
     });
   } else {
     constexpr int64_t kRows = 32;
-    parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b) run(w, a, b * kRows, std::min(m, (b + 1) * kRows), 0, w.panels, y);
     });
   }
@@ -251,7 +251,7 @@ void awq_avx512_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
   if (m <= 0) return;
   const int64_t blocks = (m + kFmaBlock - 1) / kFmaBlock;
   std::vector<float> xp(static_cast<size_t>(blocks * w.k * kFmaBlock));
-  parallel_for(blocks, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(blocks, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t b = begin; b < end; ++b) {
       float* dst = xp.data() + b * w.k * kFmaBlock;
       for (int64_t r = 0; r < kFmaBlock; ++r) {
@@ -267,10 +267,10 @@ void awq_avx512_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
   });
   auto block_x = [&](int64_t b) { return xp.data() + b * w.k * kFmaBlock; };
   if (m <= kFmaBlock) {
-    parallel_for(w.panels, 4, [&](int64_t begin, int64_t end, int) { fma_block(w, block_x(0), 0, m, begin, end, y); });
+    util::parallel_for(w.panels, 4, [&](int64_t begin, int64_t end, int) { fma_block(w, block_x(0), 0, m, begin, end, y); });
     return;
   }
-  parallel_for((m + kFmaChunk - 1) / kFmaChunk, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for((m + kFmaChunk - 1) / kFmaChunk, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t chunk = begin; chunk < end; ++chunk) {
       const int64_t b0 = chunk * kFmaChunk / kFmaBlock;
       const int64_t b1 = std::min(blocks, (chunk + 1) * kFmaChunk / kFmaBlock);

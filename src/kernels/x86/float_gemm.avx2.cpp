@@ -29,7 +29,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/avx2_util.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
@@ -189,7 +189,7 @@ void float_gemm_avx2(const float* a, int64_t lda, int64_t m, const FloatPanels& 
   if (lda < need) fail("float gemm: activation rows hold {} values, the weight needs {}", lda, need);
   const Job job{a, lda, &w, alpha, bias, y};
   // Grain 4 panels: whole J = 4 groups for M = 1 on each thread.
-  parallel_for(w.panels, 4, [&](int64_t p0, int64_t p1, int) {
+  util::parallel_for(w.panels, 4, [&](int64_t p0, int64_t p1, int) {
     if (w.type == GemmType::bf16)
       run<GemmType::bf16>(job, m, p0, p1);
     else
@@ -293,7 +293,7 @@ void prepare_f32_avx2(const float* x, int64_t m, int64_t k, int64_t cols, ActPre
   if (k > cols) fail("float gemm: activation has {} columns, the weight only {}", k, cols);
   if (prep == ActPrep::round) fail("float gemm: the AVX2 path computes in f32; bf16 rounding is avx512's");
   if (prep == ActPrep::mxfp8 && cols % 32 != 0) fail("float gemm: MXFP8 needs 32-blocks, {} columns", cols);
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) prepare_row(x + r * k, k, cols, prep, inv_scale, out + r * cols);
   });
 }

@@ -30,7 +30,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
 
@@ -183,7 +183,7 @@ void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float
                        const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
   const Job job{a, w.steps, &w, alpha, bias, y};
-  parallel_for(w.panels, kJ, [&](int64_t p0, int64_t p1, int) {
+  util::parallel_for(w.panels, kJ, [&](int64_t p0, int64_t p1, int) {
     if (w.type == GemmType::bf16)
       run<Core::dot>(job, m, p0, p1);
     else
@@ -197,7 +197,7 @@ void float_gemm_avx512_fma(const float* a, int64_t lda, int64_t m, const FloatPa
   const int64_t need = w.type == GemmType::bf16 ? 2 * w.steps : w.steps;
   if (lda < need) fail("float gemm: activation rows hold {} values, the weight needs {}", lda, need);
   const Job job{a, lda, &w, alpha, bias, y};
-  parallel_for(w.panels, kJ, [&](int64_t p0, int64_t p1, int) {
+  util::parallel_for(w.panels, kJ, [&](int64_t p0, int64_t p1, int) {
     if (w.type == GemmType::bf16)
       run<Core::wide>(job, m, p0, p1);
     else
@@ -319,7 +319,7 @@ void prepare_row_f32(const float* row, int64_t k, int64_t cols, ActPrep prep, fl
 void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
                          float inv_scale, uint32_t* out) {
   if (k > 2 * steps) fail("float gemm: activation has {} columns, the weight only {}", k, 2 * steps);
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) prepare_row(x + r * k, k, steps, prep, inv_scale, out + r * steps);
   });
 }
@@ -328,7 +328,7 @@ void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActP
                         float* out) {
   if (k > cols) fail("float gemm: activation has {} columns, the weight only {}", k, cols);
   if (prep == ActPrep::mxfp8 && cols % 32 != 0) fail("float gemm: MXFP8 needs 32-blocks, {} columns", cols);
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) prepare_row_f32(x + r * k, k, cols, prep, inv_scale, out + r * cols);
   });
 }

@@ -1,7 +1,7 @@
 // Panel packing for the float GEMM cores (float_gemm.hpp). Baseline ISA.
 #include <cstring>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/numeric.hpp"
 
@@ -15,7 +15,7 @@ FloatPanels pack_panels(const float* w, int64_t n, int64_t k, GemmType type) {
   p.steps = type == GemmType::bf16 ? (k + 1) / 2 : k;
   p.panels = (n + 15) / 16;
   p.data.assign(static_cast<size_t>(p.panels * p.steps * 16), 0u);
-  parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t panel = begin; panel < end; ++panel) {
       uint32_t* dst = p.data.data() + panel * p.steps * 16;
       for (int64_t j = 0; j < 16; ++j) {

@@ -15,9 +15,9 @@
 
 #include "kernels/cpu.hpp"
 #include "kernels/hadamard_fast.hpp"
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/int_pack.hpp"
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
 namespace mixq::kernels {
 namespace x86 {
@@ -173,7 +173,7 @@ class Avx2IntKernel final : public IntKernel {
       thread_local ActBlock2 blk;
       prepare(x, m, blk);
       const ActBlock2& shared = blk;
-      parallel_for(w_.panels, 1, [&](int64_t p0, int64_t p1, int) {
+      util::parallel_for(w_.panels, 1, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) run_panel(shared, m, 0, p, y);
       });
       return;
@@ -183,7 +183,7 @@ class Avx2IntKernel final : public IntKernel {
     int64_t blocks = (m + by_cache - 1) / by_cache;
     blocks = (blocks + threads - 1) / threads * threads;
     const int64_t mc = ((m + blocks - 1) / blocks + kMr - 1) / kMr * kMr;
-    parallel_for((m + mc - 1) / mc, 1, [&](int64_t b0, int64_t b1, int) {
+    util::parallel_for((m + mc - 1) / mc, 1, [&](int64_t b0, int64_t b1, int) {
       thread_local ActBlock2 blk;
       for (int64_t bi = b0; bi < b1; ++bi) {
         const int64_t row0 = bi * mc, rows = std::min(mc, m - row0);

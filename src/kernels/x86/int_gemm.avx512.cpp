@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "kernels/hadamard_fast.hpp"
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "mixq/error.hpp"
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
 namespace mixq::kernels {
 namespace x86 {
@@ -356,7 +356,7 @@ class Avx512IntKernel final : public IntKernel {
     prepare(x, m, blk);
     const ActBlock& shared = blk;
     const int64_t quads = w_.panels / 4;
-    parallel_for(quads, 1, [&](int64_t q0, int64_t q1, int) {
+    util::parallel_for(quads, 1, [&](int64_t q0, int64_t q1, int) {
       // 4 streams: register column c walks panels [4q0 + c·L, 4q0 + (c+1)·L).
       const int64_t len = q1 - q0;
       for (int64_t t = 0; t < len; ++t) {
@@ -376,7 +376,7 @@ class Avx512IntKernel final : public IntKernel {
     blocks = (blocks + threads - 1) / threads * threads;
     const int64_t mc = ((m + blocks - 1) / blocks + kMr - 1) / kMr * kMr;
     const int64_t nblocks = (m + mc - 1) / mc;
-    parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
+    util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
       thread_local ActBlock blk;
       for (int64_t bi = b0; bi < b1; ++bi) {
         const int64_t row0 = bi * mc;

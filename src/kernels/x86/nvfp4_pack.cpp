@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
-#include "mixq/swizzle.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq::kernels::x86 {
 
@@ -28,7 +28,7 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
     return (c % 2 == 0) ? byte >> 4 : byte & 0x0F;
   };
   std::vector<char> nan_found(static_cast<size_t>(p.panels), 0);
-  parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t panel = begin; panel < end; ++panel) {
       for (int64_t b = 0; b < blocks; ++b) {
         uint8_t* dst = p.data.data() + (panel * blocks + b) * kNvfp4PanelBlockBytes;

@@ -29,11 +29,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/avx2_util.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -103,7 +103,7 @@ inline __m256i doubled_e2m1(__m256 v) {
 
 float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
   std::vector<float> part(static_cast<size_t>(std::max(1, num_threads())), 0.0f);
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t r = begin; r < end; ++r)
       for (int64_t k0 = 0; k0 < k; k0 += 8) acc = max_abs(load_scaled(x + r * k, pqs, k0, k), acc);
@@ -120,7 +120,7 @@ void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks, c
                          std::optional<float> input_scale, Nvfp4Activation& out) {
   if (!nvfp4_start_activation(m, k, blocks, input_scale, [&] { return global_amax(x, m, k, pqs); }, out)) return;
   const float g = out.global;
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * k;
       for (int64_t b = 0; b < blocks; ++b) {
@@ -364,11 +364,11 @@ template <bool Vnni>
 void gemm(const Job& job, const Nvfp4Packed& w) {
   const int64_t m = job.act->m;
   if (m >= kLargeM) {
-    parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { large_m<Vnni>(job, w, p0, p1); });
+    util::parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { large_m<Vnni>(job, w, p0, p1); });
   } else if (m == 1) {
-    parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) { small_m<1, 2, Vnni>(job, w, p0, p1); });
+    util::parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) { small_m<1, 2, Vnni>(job, w, p0, p1); });
   } else {
-    parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { small_m<2, 1, Vnni>(job, w, p0, p1); });
+    util::parallel_for(w.panels, 1, [&](int64_t p0, int64_t p1, int) { small_m<2, 1, Vnni>(job, w, p0, p1); });
   }
 }
 

@@ -18,10 +18,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -77,7 +77,7 @@ inline __m512i doubled_e2m1(__m512 v) {
 
 float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
   std::vector<float> part(static_cast<size_t>(std::max(1, num_threads())), 0.0f);
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
     __m512 acc = _mm512_setzero_ps();
     for (int64_t r = begin; r < end; ++r)
       for (int64_t k0 = 0; k0 < k; k0 += 16) acc = max_abs(load_scaled(x + r * k, pqs, k0, k), acc);
@@ -95,7 +95,7 @@ void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
                            Nvfp4Activation& out) {
   if (!nvfp4_start_activation(m, k, blocks, input_scale, [&] { return global_amax(x, m, k, pqs); }, out)) return;
   const float g = out.global;
-  parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * k;
       for (int64_t b = 0; b < blocks; ++b) {
@@ -309,14 +309,14 @@ void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Packed& w, const f
   const int64_t m = act.m;
   if (m <= 0 || w.n <= 0) return;
   if (m >= kLargeM) {
-    parallel_for(w.panels, kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m(job, w, p0, p1); });
+    util::parallel_for(w.panels, kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m(job, w, p0, p1); });
   } else if (m <= 2) {
-    parallel_for(w.panels, 4, [&](int64_t p0, int64_t p1, int) {
+    util::parallel_for(w.panels, 4, [&](int64_t p0, int64_t p1, int) {
       if (m == 1) small_m<1, 4>(job, w, p0, p1);
       else small_m<2, 4>(job, w, p0, p1);
     });
   } else {
-    parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) { small_m<4, 2>(job, w, p0, p1); });
+    util::parallel_for(w.panels, 2, [&](int64_t p0, int64_t p1, int) { small_m<4, 2>(job, w, p0, p1); });
   }
 }
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu.hpp"
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/ref/svdquant_common.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 
@@ -121,7 +121,7 @@ void run(const SvdquantWeights& w, const SvdquantPacked& pk, const Acts& a, int6
 template <bool Vnni>
 void forward(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
   Acts a(w, m);
-  parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(static_cast<size_t>(w.k));
     for (int64_t r = begin; r < end; ++r) {
       svdq::quantize_act_row(x + r * w.k, w.smooth.data(), w.k, w.act_unsigned, tmp.data(), a.codes.data() + r * w.k,
@@ -131,10 +131,10 @@ void forward(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x,
   });
   if (m <= 16) {
     // Memory-bound: each thread streams its own panels once.
-    parallel_for(pk.panels, 1, [&](int64_t begin, int64_t end, int) { run<Vnni>(w, pk, a, 0, m, begin, end, y); });
+    util::parallel_for(pk.panels, 1, [&](int64_t begin, int64_t end, int) { run<Vnni>(w, pk, a, 0, m, begin, end, y); });
   } else {
     constexpr int64_t kRows = 128;  // codes of 128 rows (K bytes each) stay in L2
-    parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b)
         run<Vnni>(w, pk, a, b * kRows, std::min(m, (b + 1) * kRows), 0, pk.panels, y);
     });

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "kernels/ref/svdquant_common.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 
@@ -182,7 +182,7 @@ void run(const SvdquantWeights& w, const SvdquantPacked& pk, const Acts& a, int6
 
 void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
   Acts a(w, m);
-  parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(w.k);
     for (int64_t r = begin; r < end; ++r)
       quantize_act_row(x + r * w.k, w.smooth.data(), w.k, w.act_unsigned, tmp.data(), a.codes.data() + r * w.k,
@@ -195,12 +195,12 @@ void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& pk, const f
   if (m <= 16) {
     // Memory-bound: each thread streams its own panels once.
     const int64_t pairs = (pk.panels + 1) / 2;
-    parallel_for(pairs, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for(pairs, 1, [&](int64_t begin, int64_t end, int) {
       run(w, pk, a, 0, m, begin * 2, std::min(end * 2, pk.panels), y);
     });
   } else {
     constexpr int64_t kRows = 128;  // codes of 128 rows (K bytes each) stay in L2
-    parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
+    util::parallel_for((m + kRows - 1) / kRows, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b) run(w, pk, a, b * kRows, std::min(m, (b + 1) * kRows), 0, pk.panels, y);
     });
   }

@@ -1,12 +1,12 @@
 // Reference quantizers with T = f32 (spec/formats.md §2.5, §3.1–3.3). These are
 // the eager semantics: divide by the scale (never multiply by a reciprocal,
 // except FP8 which the spec defines with 1/s), round half to even.
-#include "formats/quantizers.hpp"
+#include "numeric/quantizers.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -45,7 +45,7 @@ int ceil_log2(float r) {
 template <class Body>
 void each_row(int64_t rows, int64_t row_len, Body body) {
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_len));
-  kernels::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
+  util::parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) body(r);
   });
 }

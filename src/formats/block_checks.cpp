@@ -1,14 +1,15 @@
 // Plausibility of block-scaled layers (NVFP4, MXFP8) from their stored bytes:
-// see include/mixq/verify.hpp for what is checked and what cannot be.
+// see block_checks.hpp for what is checked and what cannot be.
 #include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "formats/block_checks.hpp"
+
 #include "mixq/layer.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/swizzle.hpp"
-#include "mixq/verify.hpp"
+#include "numeric/swizzle.hpp"
 
 namespace mixq {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace mixq::kernels {
+namespace mixq::util {
 
 // Splits [0, count) into at most num_threads() contiguous chunks (each a
 // multiple of `grain`, except the last) and runs body(begin, end, thread) on
@@ -13,4 +13,4 @@ namespace mixq::kernels {
 void parallel_for(int64_t count, int64_t grain,
                   const std::function<void(int64_t begin, int64_t end, int thread)>& body);
 
-}  // namespace mixq::kernels
+}  // namespace mixq::util

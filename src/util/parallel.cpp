@@ -1,4 +1,4 @@
-#include "kernels/parallel.hpp"
+#include "util/parallel.hpp"
 
 #include <pthread.h>
 #include <sched.h>
@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "mixq/linear.hpp"
+#include "mixq/threads.hpp"
 
-namespace mixq::kernels {
+namespace mixq::util {
 namespace {
 
 thread_local bool inside_pool = false;
@@ -160,15 +160,15 @@ void parallel_for(int64_t count, int64_t grain,
   });
 }
 
-}  // namespace mixq::kernels
+}  // namespace mixq::util
 
 namespace mixq {
 
 void set_num_threads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
-  kernels::Pool::instance().resize(threads);
+  util::Pool::instance().resize(threads);
 }
 
-int num_threads() { return kernels::Pool::instance().threads(); }
+int num_threads() { return util::Pool::instance().threads(); }
 
 }  // namespace mixq

@@ -1,0 +1,119 @@
+// Stage 2 of `mixq quantize`: one layer. The recipe's format quantizes the
+// float weight, the marker is completed from the rule, and the result is read
+// back through the format's own validator: what we write must load.
+#include <cstdint>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "quantize/staging.hpp"
+#include "quantize/stages.hpp"
+
+namespace mixq::quantize {
+namespace {
+
+// f32 view of a float weight; aligned F32 data is used in place.
+const float* weight_f32(const TensorView& weight, std::vector<float>& buffer) {
+  const auto* data = weight.data.data();
+  if (weight.dtype == DType::F32 && reinterpret_cast<uintptr_t>(data) % alignof(float) == 0 &&
+      weight.data.size() == static_cast<size_t>(weight.numel()) * sizeof(float))
+    return reinterpret_cast<const float*>(data);
+  buffer = to_f32(weight);
+  return buffer.data();
+}
+
+bool role_known(const FormatTraits& format, const std::string& role) {
+  for (const CompanionSpec& spec : format.tensors) {
+    if (spec.role == role) return true;
+    for (std::string_view alias : spec.aliases)
+      if (alias == role) return true;
+  }
+  return false;
+}
+
+// The marker to write: the quantizer's, plus any parameter the rule set
+// explicitly that the quantizer did not echo (e.g. full_precision_matrix_mult).
+nlohmann::json complete_marker(const FormatTraits& format, const QuantizedLayer& q,
+                               const RecipeRule& rule, const std::string& prefix) {
+  nlohmann::json marker = q.marker.is_object() ? q.marker : nlohmann::json::object();
+  if (!marker.contains("format")) marker["format"] = std::string(format.name);
+  if (!marker["format"].is_string() || marker["format"].get<std::string>() != format.name)
+    fail("layer '{}': quantizer of '{}' wrote a marker for '{}'", prefix, format.name,
+         marker["format"].dump());
+  for (const auto& [key, value] : rule.params.items())
+    if (!marker.contains(key) && !format.quantize_options.contains(key)) marker[key] = value;
+  return marker;
+}
+
+// What the quantizer gets: marker parameters with defaults applied, plus the
+// quantizer-only options (FormatTraits::quantize_options) with theirs.
+nlohmann::json quantizer_params(const FormatTraits& format, const RecipeRule& rule) {
+  nlohmann::json marker_params = nlohmann::json::object();
+  for (const auto& [key, value] : rule.params.items())
+    if (!format.quantize_options.contains(key)) marker_params[key] = value;
+  nlohmann::json params = apply_defaults(format, marker_params);
+  for (const auto& [key, value] : format.quantize_options.items())
+    params[key] = rule.params.contains(key) ? rule.params[key] : value;
+  return params;
+}
+
+// Binds the quantizer's output like a reader would and lets the format's own
+// validator judge it: what we write must load.
+void validate_output(const FormatTraits& format, const QuantizedLayer& q,
+                     const nlohmann::json& marker, const Layer& source, int64_t n, int64_t k) {
+  Layer check;
+  check.prefix = source.prefix;
+  check.format = &format;
+  check.declared_format = std::string(format.name);
+  nlohmann::json params = marker;
+  params.erase("format");
+  check.params = apply_defaults(format, params);
+  check.marker_source = "quantizer output";
+  for (const OwnedTensor& t : q.tensors) {
+    if (!role_known(format, t.name))
+      fail("layer '{}': quantizer of '{}' produced unknown tensor role '{}'", source.prefix,
+           format.name, t.name);
+    TensorView view = t.view();
+    view.name = source.prefix + "." + t.name;
+    check.tensors[t.name] = view;
+  }
+  if (const TensorView* bias = source.find("bias")) check.tensors["bias"] = *bias;
+  validate_layer(check);
+  if (check.warnings.empty() && (check.out_features != n || check.in_features != k))
+    fail("layer '{}': quantized '{}' reads back as [{}, {}], source is [{}, {}]", source.prefix,
+         format.name, check.out_features, check.in_features, n, k);
+}
+
+}  // namespace
+
+bool is_candidate(const Layer& layer) {
+  if (layer.format != &unquantized_format() || !layer.problem.empty()) return false;
+  const TensorView* weight = layer.find("weight");
+  return weight != nullptr && weight->rank() == 2 && is_float(weight->dtype) &&
+         weight->shape[0] > 0 && weight->shape[1] > 0;
+}
+
+// Quantizes and self-validates one layer; runs on a pool thread. Releases the
+// source pages of the weight when done.
+LayerResult quantize_layer(const Layer& layer, const RecipeRule& rule) {
+  const FormatTraits& format = *rule.format;
+  const TensorView& weight = layer.tensor("weight");
+  const int64_t n = weight.shape[0], k = weight.shape[1];
+  LayerResult r;
+  try {
+    std::vector<float> buffer;
+    const float* w = weight_f32(weight, buffer);
+    r.q = format.quantize(w, n, k, quantizer_params(format, rule));
+    r.marker = complete_marker(format, r.q, rule, layer.prefix);
+    validate_output(format, r.q, r.marker, layer, n, k);
+  } catch (const Error& e) {
+    r = LayerResult{};
+    r.error = e.what();
+  }
+  release_pages(weight.data);
+  return r;
+}
+
+}  // namespace mixq::quantize
