@@ -32,6 +32,7 @@ demo: build
 
 test: build
 	ctest --preset release
+	./scripts/check_install.sh
 	./scripts/python_test.sh
 
 # The Python package alone (venv under build/venv, pytest).
