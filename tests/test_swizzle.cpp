@@ -24,6 +24,22 @@ TEST(Swizzle, SpecOffsetTableWithEightColumns) {
   }
 }
 
+// The worked examples of docs/FORMATS.md §2.3: an H3 mlp.fc2 NVFP4 block scale
+// (N = 5376, K = 14336: 896 blocks per row, no padding) and a padded layer
+// (N = 200, K = 80: 5 blocks, padded to 256 x 8).
+TEST(Swizzle, DocsWorkedExamples) {
+  EXPECT_EQ(swizzled_rows(5376) * swizzled_cols(896), 4816896);
+  EXPECT_EQ(swizzled_offset(300, 37, 896), 234181);
+  const auto fc2 = swizzled_position(234181, 896);
+  EXPECT_EQ(fc2.row, 300);
+  EXPECT_EQ(fc2.col, 37);
+  EXPECT_EQ(swizzled_rows(200) * swizzled_cols(5), 2048);
+  EXPECT_EQ(swizzled_offset(150, 4, 5), 1888);
+  const auto padded = swizzled_position(1888, 5);
+  EXPECT_EQ(padded.row, 150);
+  EXPECT_EQ(padded.col, 4);
+}
+
 TEST(Swizzle, PaddedSizes) {
   EXPECT_EQ(swizzled_rows(1), 128);
   EXPECT_EQ(swizzled_rows(128), 128);
