@@ -16,7 +16,7 @@ and compared:
               which quantize activations inside their own linear.
 
 Each case passes when both errors stay within the tolerance comfy-kitchen's
-own tests use for that format (spec/formats.md §3, "Tests"). Results go to
+own tests use for that format (docs/FORMATS.md §3, "Tests"). Results go to
 stdout and, with --write, into conformance/CONFORMANCE.md.
 
 Run through conformance/run.sh (`make conformance`), which prepares the
@@ -117,7 +117,7 @@ class Case:
 
 def fp8_activation(dtype):
     def quantize(x, tensors):
-        # ComfyUI: the layer's input_scale, else scale 1.0 (spec §3.1, dispatch §2.3).
+        # ComfyUI: the layer's input_scale, else scale 1.0 (docs/FORMATS.md §3.1, docs/DISPATCH.md §2.3).
         scale = tensors.get("input_scale", torch.tensor(1.0))
         return QuantizedTensor.from_float(x, "TensorCoreFP8Layout", scale=scale, dtype=dtype)
     return quantize
@@ -129,7 +129,7 @@ def dynamic_activation(layout):
     return quantize
 
 
-# comfy-kitchen test tolerances (spec/formats.md §3.x "Tests").
+# comfy-kitchen test tolerances (docs/FORMATS.md §3.x "Tests").
 FP8_DEQ = Tolerance("test_qdq cross-backend quantize", rtol=1e-4, atol=1e-4)
 FP8_LIN = Tolerance("HIP fp8 GEMM vs reference 2e-2", rel=2e-2)
 NVFP4_DEQ = Tolerance("dequant cross-backend rtol 1e-3 / atol 1e-2", rtol=1e-3, atol=1e-2)
@@ -148,9 +148,9 @@ W4A8_LIN = Tolerance("linear max error < 5% of max|ref|", peak=0.05)
 
 def w4a4_int8_reference(x, qt, tensors):
     """ConvRot W4A4 with linear_dtype="int8" as comfy-kitchen's CUDA and HIP
-    backends run it (spec/formats.md §3.6): rotate, Q8row activations, int4
+    backends run it (docs/FORMATS.md §3.6): rotate, Q8row activations, int4
     weights used as int8 values. comfy-kitchen's eager backend ignores
-    linear_dtype and always uses int4 activations (§5 item 5); mixq follows
+    linear_dtype and always uses int4 activations (§5.5); mixq follows
     the GPU backends, so the reference is comfy-kitchen's own eager INT8
     linear on the unpacked weights."""
     p = qt._params
@@ -216,7 +216,7 @@ def cases() -> list[Case]:
 def storable(t: torch.Tensor) -> torch.Tensor:
     """MXFP8 block scales are torch.float8_e8m0fnu, which safetensors.torch
     writes as dtype "F8_E8M0". The mixed checkpoint stores their bytes as U8
-    (the other spelling formats.md §3.3 allows); native_e8m0_check() tests the
+    (the other spelling docs/FORMATS.md §3.3 allows); native_e8m0_check() tests the
     native spelling separately."""
     if t.dtype == getattr(torch, "float8_e8m0fnu", None):
         return t.view(torch.uint8)
@@ -293,7 +293,7 @@ def kitchen_linear(case: Case, x: torch.Tensor, qt, tensors) -> tuple[torch.Tens
     try:
         y = F.linear(x_in, qt, tensors.get("bias"))
     except Exception as error:  # e.g. MXFP8 on CPU: ValueError the handler does not catch
-        # The layout's own fallback (formats.md §2.6, §5 item 10): dequantize both, float linear.
+        # The layout's own fallback (docs/FORMATS.md §2.6, §5.10): dequantize both, float linear.
         y = F.linear(*dequantize_args((x_in, qt, tensors.get("bias"))))
         return y, (f"comfy-kitchen's linear raised {type(error).__name__}: {error}; "
                    "reference = its dequantize-both fallback")
@@ -338,7 +338,7 @@ def run(seed: int, rows: list[int]) -> list[dict[str, Any]]:
         all_cases = cases()
         layers = build_checkpoint(path, all_cases, seed)
         ckpt = mixq.open(path)
-        # ComfyUI loads any mixture of these formats (dispatch.md §3.1).
+        # ComfyUI loads any mixture of these formats (docs/DISPATCH.md §3.1).
         plan_row: dict[str, Any] = {"case": "plan --profile comfyui accepts the mixed file",
                                     "shape": f"{len(all_cases)} layers", "dequant": None, "linear": None}
         try:
@@ -352,7 +352,7 @@ def run(seed: int, rows: list[int]) -> list[dict[str, Any]]:
             try:
                 lin = ckpt.linear(case.prefix)
                 row["kernel"] = lin.kernel
-                # dequantize: logical [N, K]; mixq may report the padded K (CLI.md).
+                # dequantize: logical [N, K]; mixq may report the padded K (docs/CLI.md).
                 ref_w = qt.dequantize().float().numpy()
                 ours_w = lin.dequantize()
                 assert lin.out_features == case.n, (lin.out_features, case.n)

@@ -78,7 +78,7 @@ TEST(CliQuantize, QuantizeInspectPlanDequantizeVerify) {
   EXPECT_EQ(formats["blocks.0.attn.qkv_proj"], "int8_tensorwise");
   EXPECT_EQ(formats["blocks.0.attn.out_proj"], "int8_tensorwise");
 
-  // NVFP4 + INT8 ConvRot is what SGLang's H3 resolver accepts (dispatch.md §3.3).
+  // NVFP4 + INT8 ConvRot is what SGLang's H3 resolver accepts (docs/DISPATCH.md §3.3).
   auto plan = run_cli({"plan", out.string(), "--profile", "sglang-minimax-h3", "--json"});
   EXPECT_EQ(plan.exit_code, 0) << plan.out << plan.err;
   EXPECT_EQ(json::parse(plan.out)["accepted"], true);

@@ -1,4 +1,4 @@
-// awq_w4a16 record (spec/formats.md §3.9): the dequantize formula on a hand
+// awq_w4a16 record (docs/FORMATS.md §3.9): the dequantize formula on a hand
 // example, the min/max RTN quantizer on awkward shapes, validation errors.
 #include <gtest/gtest.h>
 

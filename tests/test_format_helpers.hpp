@@ -70,7 +70,7 @@ inline std::vector<float> dequantized(const Layer& layer, Basis basis = Basis::o
 
 inline float to_f32_first(const TensorView& t) { return to_f32(t).at(0); }
 
-// mean |a - b| / max |b|: the spec's "roundtrip mean error / max" measure.
+// mean |a - b| / max |b|: comfy-kitchen's "roundtrip mean error / max" measure (docs/FORMATS.md §3).
 inline double mean_error_over_max(const std::vector<float>& a, const std::vector<float>& b) {
   double err = 0, mx = 0;
   for (size_t i = 0; i < a.size(); ++i) {

@@ -1,5 +1,5 @@
 // Per-format property tests on awkward shapes: quantize -> dequantize within
-// the spec's test bounds, deterministic quantization, and a written-then-read
+// comfy-kitchen's test bounds (docs/FORMATS.md §3), deterministic quantization, and a written-then-read
 // checkpoint dequantizes exactly like the in-memory layer.
 #include <gtest/gtest.h>
 
@@ -158,7 +158,7 @@ TEST(Mxfp8Roundtrip, AwkwardShapes) {
 }
 
 // comfy-kitchen saves MXFP8 block scales with safetensors dtype F8_E8M0; the
-// same bytes as U8 must give the same weight (spec/formats.md §1.5: "U8 or the
+// same bytes as U8 must give the same weight (docs/FORMATS.md §1.3: "U8 or the
 // native fp8 dtype").
 TEST(Mxfp8Roundtrip, ScalesStoredAsE8M0) {
   const int64_t n = 32, k = 64;

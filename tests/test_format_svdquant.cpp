@@ -1,4 +1,4 @@
-// svdquant_w4a4 record (spec/formats.md §3.8): the tile-pack mapping, both
+// svdquant_w4a4 record (docs/FORMATS.md §3.8): the tile-pack mapping, both
 // layouts and both companion spellings, the effective-weight formula, and
 // validation errors.
 #include <gtest/gtest.h>

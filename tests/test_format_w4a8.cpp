@@ -1,5 +1,5 @@
-// asym_w4a8_int8 record (spec/formats.md §3.7): the bit-exact decode with the
-// spec's formula on hand-picked numbers, dequantize in both bases, the three
+// asym_w4a8_int8 record (docs/FORMATS.md §3.7): the bit-exact decode with the
+// §3.7 formula on hand-picked numbers, dequantize in both bases, the three
 // quantizer modes on awkward shapes, and validation errors.
 #include <gtest/gtest.h>
 
@@ -132,7 +132,7 @@ TEST(W4a8Quantize, ModesRoundTripOnAwkwardShapes) {
       EXPECT_EQ(l->layer.find("weight_codebook") != nullptr, std::string(mode) == "codebook");
       EXPECT_EQ(l->layer.find("weight_correction") != nullptr, std::string(mode) == "asymmetric");
       const std::vector<float> back = dequantized(l->layer);
-      // spec test bound: weight relative error < 0.2 (4-bit levels give ~0.1).
+      // comfy-kitchen's test bound: weight relative error < 0.2 (4-bit levels give ~0.1).
       EXPECT_LT(rel_l2(back, w), 0.2);
       // Deterministic.
       auto again = testing::quantized_layer(W4a8(), w, s.n, s.k, params);

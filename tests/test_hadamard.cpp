@@ -1,4 +1,4 @@
-// Regular Hadamard matrix and the fast ConvRot transform (spec/formats.md §2.4).
+// Regular Hadamard matrix and the fast ConvRot transform (docs/FORMATS.md §2.4).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// awq_w4a16 linear. Reference = fp32 dequantize + fp32 GEMM (the spec's
+// awq_w4a16 linear. Reference = fp32 dequantize + fp32 GEMM (docs/FORMATS.md §3.9's
 // recommended CUDA-naive semantics). Fast (AVX-512 BF16) rounds the
 // activations to bf16 (relative 2^-9 each) and keeps (q − 8) exact, so per
 // output |fast − ref| <= 2^-9·Σ_k |x_k·(q−8)·s| + fp32 accumulation noise;

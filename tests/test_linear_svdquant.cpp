@@ -1,4 +1,4 @@
-// svdquant_w4a4 linear: hand-computed numbers of the spec formula, the
+// svdquant_w4a4 linear: hand-computed numbers of the docs/FORMATS.md §3.8 formula, the
 // AVX-512 VNNI kernel == the fp32 reference bit for bit (same operations in
 // the same order, exact int32 group dots) on every ISA path and remainder
 // (rows 1..3 of the 4-row block, odd panels, N % 16), tile-packed == natural,

@@ -1,7 +1,7 @@
 // asym_w4a8_int8 linear: the decoded layer runs on the integer family's
 // INT8 + ConvRot kernels, so fast == reference bit for bit on every ISA path
 // (same operations in the same order, exact int32 dots); against the float
-// linear over the original weight the spec's bound applies (max error < 5 %
+// linear over the original weight comfy-kitchen's bound applies (max error < 5 %
 // of max |ref|); the correction path is a dense f32 linear over the
 // dequantized weight (ref vs AVX-512 differ only in summation order).
 #include <gtest/gtest.h>
@@ -52,9 +52,9 @@ TEST(W4a8Linear, FastEqualsReferenceOnEveryIsa) {
 
 TEST(W4a8Linear, CloseToTheFloatLinear) {
   // vs the float linear over the dequantized weight (only the int8
-  // activations differ): the spec's "max error < 5 % of max |ref|"; measured
+  // activations differ): comfy-kitchen's "max error < 5 % of max |ref|"; measured
   // ~1 %. vs the original float weight: the 4-bit weight error (rel. L2
-  // ~0.1 on Gaussian data), bound 0.2 as the spec's weight test.
+  // ~0.1 on Gaussian data), bound 0.2 as comfy-kitchen's weight test.
   const int64_t n = 64, k = 512, m = 9;
   const std::vector<float> w = testing::random_floats(n * k, 31, 0.05f);
   const std::vector<float> x = testing::random_floats(m * k, 32, 1.0f);

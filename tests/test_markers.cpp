@@ -1,5 +1,5 @@
 // Marker collection: both dialects, nested params, legacy scaled fp8,
-// conflicting duplicates and malformed markers (spec/dispatch.md §1).
+// conflicting duplicates and malformed markers (docs/DISPATCH.md §1).
 #include <gtest/gtest.h>
 
 #include "mixq/checkpoint.hpp"

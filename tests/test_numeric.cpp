@@ -1,4 +1,4 @@
-// Scalar codecs (spec/formats.md §2.1): every code decodes to the spec's
+// Scalar codecs (docs/FORMATS.md §2.1): every code decodes to its
 // formula, encoding a decoded value gives the code back, rounding is
 // nearest-even against an independent brute-force search.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Reference quantizers (spec/formats.md §2.5, §3.1–3.3) on hand-computed
+// Reference quantizers (docs/FORMATS.md §2.5, §3.1–3.3) on hand-computed
 // examples, including the NVFP4 worked example of §3.2.
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The `comfyui` profile, mirroring ComfyUI's tests-unit/comfy_quant rows
-// (spec/dispatch.md §7.2): per-layer loading of any mixture, its defaults,
+// (docs/DISPATCH.md §7.2): per-layer loading of any mixture, its defaults,
 // nested params, unknown formats, unrecognized scale tensors, embeddings.
 #include "test_plan_fixtures.hpp"
 

@@ -1,4 +1,4 @@
-// The `sglang` profile: every row of spec/dispatch.md §3.2 (accepted format
+// The `sglang` profile: every row of docs/DISPATCH.md §3.2 (accepted format
 // sets with their config, rejected sets with the exception kind), the §2.2
 // inspection checks that are stricter than ComfyUI, and the §7.1 test rows.
 #include "test_plan_fixtures.hpp"

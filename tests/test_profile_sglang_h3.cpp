@@ -1,4 +1,4 @@
-// The `sglang-minimax-h3` profile (spec/dispatch.md §3.3 and the H3 rows of
+// The `sglang-minimax-h3` profile (docs/DISPATCH.md §3.3 and the H3 rows of
 // §7.1): NVFP4 with INT8-ConvRot and FP8 companions, forced Comfy layout
 // flags, fallback to the generic resolver without NVFP4.
 #include "test_plan_fixtures.hpp"

@@ -155,7 +155,7 @@ TEST(Quantize, RoundTripEveryFormatAndDialect) {
 TEST(Quantize, MarkerTensorIsComfyJson) {
   EXPECT_EQ(marker_json(json{{"format", "int8_tensorwise"}, {"convrot", true}, {"convrot_groupsize", 256}}),
             R"({"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 256})");
-  EXPECT_EQ(marker_json(json{{"format", "nvfp4"}}).size(), 19u);  // spec/dispatch.md §1.1
+  EXPECT_EQ(marker_json(json{{"format", "nvfp4"}}).size(), 19u);  // docs/DISPATCH.md §1.1
 }
 
 TEST(Quantize, MixedRecipeShardedWithIndex) {

@@ -1,4 +1,4 @@
-// Block-scale swizzle (spec/formats.md §2.3) and the NVFP4 nibble swap (§2.2a).
+// Block-scale swizzle (docs/FORMATS.md §2.3) and the NVFP4 nibble swap (§2.2a).
 #include <gtest/gtest.h>
 
 #include <random>

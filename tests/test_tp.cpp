@@ -1,5 +1,5 @@
-// Tensor-parallel admission (spec/dispatch.md §4): the partition predicates
-// with the spec's numbers, row / column / fused splits, the H3 worked example
+// Tensor-parallel admission (docs/DISPATCH.md §4): the partition predicates
+// with its numbers, row / column / fused splits, the H3 worked example
 // of §4.4 on the real layer widths, and --tp rejections.
 #include "test_plan_fixtures.hpp"
 

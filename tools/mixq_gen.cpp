@@ -1,5 +1,5 @@
 // mixq-gen: writes a float checkpoint with MiniMax-H3 layer names and
-// structure (spec/dispatch.md §8.1), scaled down by choosing the hidden size;
+// structure (docs/DISPATCH.md §8.1), scaled down by choosing the hidden size;
 // every other size keeps H3's ratio to it: attention inner = 4/3 h (heads of
 // 128), FFN = 8/3 h (SwiGLU fc1 = 2 x FFN), time embedding = h/2, AdaLN = 18 h
 // per block and 2 h for the final layer. Used by `make demo` and by

@@ -2,7 +2,7 @@
 // A read-only, memory-mapped safetensors checkpoint: one file, a
 // `*.safetensors.index.json`, or a directory of shards. Opening parses and
 // validates headers only; tensor data is never touched until a caller reads a
-// view. Every header is treated as hostile input (see DESIGN.md).
+// view. Every header is treated as hostile input.
 #include <cstdint>
 #include <map>
 #include <memory>

@@ -1,6 +1,6 @@
 #pragma once
 // The data behind `mixq inspect`: files, layers, other tensors, per-format
-// totals and warnings, as the JSON object of shared/CLI.md.
+// totals and warnings, as the JSON object of docs/CLI.md.
 #include <nlohmann/json.hpp>
 
 #include "mixq/checkpoint.hpp"

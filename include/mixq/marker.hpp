@@ -2,7 +2,7 @@
 // Per-layer quantization declarations ("Comfy markers") collected from both
 // dialects: `<prefix>.comfy_quant` U8 tensors holding a UTF-8 JSON object, and
 // the safetensors header's `_quantization_metadata` {"layers": {prefix: marker}}.
-// Legacy "scaled fp8" files are normalised here (spec/dispatch.md §1.6).
+// Legacy "scaled fp8" files are normalised here (docs/DISPATCH.md §1.6).
 #include <map>
 #include <set>
 #include <string>
@@ -42,7 +42,7 @@ struct MarkerSet {
   // By prefix: the keys of Marker::params that were read from the nested
   // "params" object (not given at top level). ComfyUI honours them; SGLang
   // reads only top-level keys, so the sglang profiles ignore these
-  // (spec/dispatch.md §1.3). Prefixes without nested keys are absent.
+  // (docs/DISPATCH.md §1.3). Prefixes without nested keys are absent.
   std::map<std::string, std::set<std::string>> nested_keys;
   std::vector<std::string> warnings;
 };

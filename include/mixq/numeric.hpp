@@ -1,5 +1,5 @@
 #pragma once
-// Scalar number formats (spec/formats.md §2.1). Encoders round to nearest,
+// Scalar number formats (docs/FORMATS.md §2.1). Encoders round to nearest,
 // ties to even. Decoders are exact.
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // The plan: every linear layer of a checkpoint bound to the method that runs
 // it, checked against a runtime profile (what ComfyUI or SGLang would accept)
-// and a tensor-parallel degree (spec/dispatch.md §2-4).
+// and a tensor-parallel degree (docs/DISPATCH.md §2-4).
 //
 // Plan::build never throws for a rejected checkpoint: it returns a plan with
 // accepted() == false and error() saying why (with the exception kind the
@@ -32,7 +32,7 @@ struct PlanOptions {
   int tp = 1;                       // tensor-parallel degree to check, >= 1
 };
 
-// How tensor parallelism splits a layer (dispatch.md §4, §8.1).
+// How tensor parallelism splits a layer (docs/DISPATCH.md §4, §8.1).
 enum class Parallel {
   column,      // output features split; a fused layer splits each logical part
   row,         // input features split (K / tp per rank)
@@ -90,7 +90,7 @@ class Plan {
   // Every degree in 1..max_degree that every layer admits.
   std::vector<int> admitted_tp(int max_degree = 64) const;
 
-  // The `mixq plan --json` object (shared/CLI.md), plus "runtime_config",
+  // The `mixq plan --json` object (docs/CLI.md), plus "runtime_config",
   // "warnings" and per layer "parallel", "parts", "out_features", "in_features".
   nlohmann::json to_json() const;
 

@@ -1,6 +1,6 @@
 // mixq dequantize CHECKPOINT --layer PREFIX -o OUT.npy [--basis original|stored]
 // Writes one layer's weight as float32 [out_features, in_features] through its
-// format record (shared/CLI.md). `original` undoes ConvRot rotations, `stored`
+// format record (docs/CLI.md). `original` undoes ConvRot rotations, `stored`
 // keeps the rotated basis the checkpoint stores.
 #include <algorithm>
 #include <iostream>

@@ -1,6 +1,6 @@
 // mixq linear CHECKPOINT --layer PREFIX -i X.npy -o Y.npy [--kernel auto|ref] [--threads N]
 // Runs one layer's quantized linear (bias included) on X [M, in_features] and
-// writes Y [M, out_features] as float32 (shared/CLI.md).
+// writes Y [M, out_features] as float32 (docs/CLI.md).
 #include <algorithm>
 #include <iostream>
 

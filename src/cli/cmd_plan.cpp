@@ -1,6 +1,6 @@
 // mixq plan CHECKPOINT [--profile comfyui|sglang|sglang-minimax-h3] [--tp N]
 //                      [--max-tp] [--json]
-// Resolves every layer and reports what would run it (shared/CLI.md). The
+// Resolves every layer and reports what would run it (docs/CLI.md). The
 // report is printed even when the checkpoint is rejected; then the error goes
 // to stderr as "mixq: error: ..." and the exit status is 1.
 #include <iostream>

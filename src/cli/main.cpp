@@ -1,5 +1,5 @@
 // The `mixq` command: usage errors exit 2, rejected input exits 1, and every
-// failure is one line on stderr starting "mixq: error: " (shared/CLI.md).
+// failure is one line on stderr starting "mixq: error: " (docs/CLI.md).
 #include <cstdio>
 #include <exception>
 

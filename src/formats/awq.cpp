@@ -1,4 +1,4 @@
-// The awq_w4a16 record (spec/formats.md §3.9, spec/dispatch.md §1.4).
+// The awq_w4a16 record (docs/FORMATS.md §3.9, docs/DISPATCH.md §1.4).
 //
 // Quantizer decision: comfy-kitchen's quantize() raises NotImplementedError
 // (real AWQ needs calibration activations to pick its per-channel scaling).

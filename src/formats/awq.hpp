@@ -1,5 +1,5 @@
 #pragma once
-// awq_w4a16 (spec/formats.md §3.9): unsigned 4-bit codes with a float scale
+// awq_w4a16 (docs/FORMATS.md §3.9): unsigned 4-bit codes with a float scale
 // and a float additive zero per (group of `group_size` along K, output column);
 // W[n,k] = (q[n,k] - 8)·scale[k/G, n] + zeros[k/G, n]; activations stay float.
 //

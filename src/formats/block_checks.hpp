@@ -7,7 +7,7 @@
 
 namespace mixq {
 
-// Block-scaled formats with swizzled scales (spec/formats.md §2.3): per block,
+// Block-scaled formats with swizzled scales (docs/FORMATS.md §2.3): per block,
 // the scale must be finite and >= 0, a block holding non-zero codes must have
 // a non-zero scale and vice versa, swizzle padding must be zero, and the
 // block's largest |element| must match how the quantizer picks the scale

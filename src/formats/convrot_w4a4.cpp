@@ -1,4 +1,4 @@
-// convrot_w4a4 (spec/formats.md §3.6): ConvRot-rotated signed int4 weights with
+// convrot_w4a4 (docs/FORMATS.md §3.6): ConvRot-rotated signed int4 weights with
 // one F32 scale per output row. W_rot[n, k] = int4(q[n, k]) · s[n]; the original
 // basis is W_rot · H_G per group of K.
 //

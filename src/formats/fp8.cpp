@@ -1,4 +1,4 @@
-// float8_e4m3fn and float8_e5m2 (spec/formats.md §3.1): per-tensor FP8.
+// float8_e4m3fn and float8_e5m2 (docs/FORMATS.md §3.1): per-tensor FP8.
 //
 // Stored (roles): weight F8_E4M3 | F8_E5M2 [N, K], one code per element, no
 // padding; weight_scale F32 [] or [1] (W ≈ fp8(q)·s); optional input_scale F32

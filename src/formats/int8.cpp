@@ -1,4 +1,4 @@
-// int8_tensorwise (spec/formats.md §3.4–3.5): int8 weights with a per-tensor or
+// int8_tensorwise (docs/FORMATS.md §3.4–3.5): int8 weights with a per-tensor or
 // per-row F32 scale, optionally ConvRot-rotated. W ≈ q · s (rotated basis when
 // "convrot": true; the original is W_rot · H_G per group of K).
 //

@@ -1,4 +1,4 @@
-// mxfp8 (spec/formats.md §3.3): E4M3 codes with an E8M0 power-of-two scale per
+// mxfp8 (docs/FORMATS.md §3.3): E4M3 codes with an E8M0 power-of-two scale per
 // 32 along K. value(n, k) = e4m3(q[n, k]) · 2^(e[n, k/32] - 127), byte 0 -> 0.
 //
 // Stored (roles): weight F8_E4M3 [Np, Kp] (N, K padded to 32 with zeros);

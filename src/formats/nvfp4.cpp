@@ -1,4 +1,4 @@
-// nvfp4 (spec/formats.md §3.2): E2M1 codes, E4M3 scale per 16 along K, F32
+// nvfp4 (docs/FORMATS.md §3.2): E2M1 codes, E4M3 scale per 16 along K, F32
 // global scale. value(n, k) = e2m1(code) · e4m3(S[n, k/16]) · g.
 //
 // Stored (roles): weight U8 [Np, Kp/2] (Np, Kp = N, K padded to 16 with zeros;

@@ -1,5 +1,5 @@
 #pragma once
-// NVFP4 byte layouts (spec/formats.md §2.2a, §2.3, §5.1–5.2). Comfy files use
+// NVFP4 byte layouts (docs/FORMATS.md §2.2a, §2.3, §5.1–5.2). Comfy files use
 // high-nibble-first codes and swizzled (cuBLAS 128×4) block scales; ModelOpt /
 // compressed-tensors style files put the even element in the low nibble and
 // may store scales linearly as [rows, K/16]. Nothing in a file says which, so

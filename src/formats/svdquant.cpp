@@ -1,4 +1,4 @@
-// The svdquant_w4a4 record (spec/formats.md §3.8, §5.3): validation of both
+// The svdquant_w4a4 record (docs/FORMATS.md §3.8, §5.3): validation of both
 // layouts and both companion spellings, conversion to the natural layout, and
 // the dequantized effective weight. quantize is null (needs calibration).
 #include "formats/svdquant.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// svdquant_w4a4 (spec/formats.md §3.8): a signed int4 residual with a scale
+// svdquant_w4a4 (docs/FORMATS.md §3.8): a signed int4 residual with a scale
 // per (64-group along K, output column), a low-rank fp branch and a per-input
 // smoothing divisor. Activations are divided by the smooth factor and
 // quantized per row and 64-group to int4 (signed, or unsigned after the

@@ -1,4 +1,4 @@
-// The "unquantized" record: a layer without a marker (spec/dispatch.md §1.5).
+// The "unquantized" record: a layer without a marker (docs/DISPATCH.md §1.5).
 // Stored: weight F32 | F16 | BF16 | F64 [N, K]; optional bias.
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // Small helpers shared by the integer-4 formats asym_w4a8_int8, awq_w4a16 and
-// svdquant_w4a4: nibble access (spec/formats.md §2.2 b: low nibble = even
+// svdquant_w4a4: nibble access (docs/FORMATS.md §2.2 b: low nibble = even
 // element) and the dtype / shape checks their `validate` functions use.
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The asym_w4a8_int8 record: validation, decode to int8, dequantize
-// (spec/formats.md §3.7, spec/dispatch.md §1.4, §2.2, §4.1). The quantizer is
+// (docs/FORMATS.md §3.7, docs/DISPATCH.md §1.4, §2.2, §4.1). The quantizer is
 // in w4a8_quantize.cpp.
 #include "formats/w4a8.hpp"
 
@@ -69,7 +69,7 @@ LogicalShape validate(Layer& layer) {
   return {n, k};
 }
 
-// dispatch.md §4.1 (KitchenW4A8): in_pp % 16, % group_size and % convrot_groupsize.
+// docs/DISPATCH.md §4.1 (KitchenW4A8): in_pp % 16, % group_size and % convrot_groupsize.
 int64_t tp_input_unit(const Layer& layer) {
   const auto [n, k, gs, g] = geometry(layer);
   return std::lcm(std::lcm(int64_t{16}, gs), g);

@@ -1,5 +1,5 @@
 #pragma once
-// asym_w4a8_int8 (spec/formats.md §3.7): ConvRot-rotated weights stored as
+// asym_w4a8_int8 (docs/FORMATS.md §3.7): ConvRot-rotated weights stored as
 // 4-bit codes per group of `group_size` along K, decoded to int8 through a
 // per-group relative scale (and an optional 16-level codebook), then run as
 // the INT8 + ConvRot linear with the per-row `weight_s_channel` as its scale.
@@ -18,7 +18,7 @@ namespace mixq::formats {
 
 const FormatTraits& asym_w4a8_int8_format();
 
-// The fixed Lloyd-Max table of the spec (§3.7 "Fixed table"): the codebook the
+// The fixed Lloyd-Max table of docs/FORMATS.md (§3.7 "Fixed table"): the codebook the
 // quantizer stores in codebook mode.
 extern const float kW4a8LloydMax[16];
 

@@ -1,10 +1,10 @@
-// asym_w4a8_int8 weight quantization (spec/formats.md §3.7 "Weight
+// asym_w4a8_int8 weight quantization (docs/FORMATS.md §3.7 "Weight
 // quantization"), T = f32. Modes (quantize parameter "mode"):
 //   "codebook" (default): the fixed 16-level Lloyd-Max table, nearest level
 //       with ties to the lower index, two ALS refinements of the group scale,
 //       final codes re-chosen against the decoded int8 grid. The kurtosis-driven
 //       fitted codebook of comfy-kitchen is NOT built: the fixed table is always
-//       used (the spec leaves the sample size of that test unspecified).
+//       used (docs/FORMATS.md §3.7 leaves the sample size of that test unspecified).
 //   "uniform": symmetric levels code - 8, scale amax/7, no codebook stored.
 //   "asymmetric": min/max levels, writes weight_correction [K/gs, N] (F32).
 // Parameter "scale_dtype": "e4m3" (default) or "f32" for weight_s_rel.

@@ -21,8 +21,8 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// 12 accumulators: g++ 12 keeps them in registers (machine.md §3.2 pitfall is
-// about intrinsics; this is asm, so the loop is exactly what is written).
+// 12 accumulators: g++ 12 keeps them in registers (the GCC 12 pitfall of
+// accumulators spilled to the stack is about intrinsics; this is asm, so the loop is exactly what is written).
 #define MIXQ_12(op)                                                                          \
   op " %%zmm12, %%zmm13, %%zmm0\n\t" op " %%zmm12, %%zmm13, %%zmm1\n\t" op                    \
      " %%zmm12, %%zmm13, %%zmm2\n\t" op " %%zmm12, %%zmm13, %%zmm3\n\t" op                    \

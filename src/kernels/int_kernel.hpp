@@ -1,6 +1,6 @@
 #pragma once
 // Integer-family linear kernels (INT8 tensorwise/rowwise, INT8+ConvRot, ConvRot
-// W4A4 with int4 or int8 activations): spec/formats.md §3.4–§3.6, T = f32.
+// W4A4 with int4 or int8 activations): docs/FORMATS.md §3.4–§3.6, T = f32.
 //
 //   x_rot = x·H_G per group of G along K (when group > 0; radix-4 transform)
 //   q_x, s_x = Q8row(x_rot) or Q4row(x_rot)                (per token)

@@ -1,5 +1,5 @@
-// awq_w4a16 linear (spec/formats.md §3.9). Reference: the CUDA naive
-// kernel's semantics the spec recommends — W = (q − 8)·scale + zero in fp32,
+// awq_w4a16 linear (docs/FORMATS.md §3.9). Reference: the CUDA naive
+// kernel's semantics that section recommends — W = (q − 8)·scale + zero in fp32,
 // fp32 accumulation, bias added last — as a dense f32 linear over the
 // dequantized weight. Fast: the nibble kernels of kernels/x86/awq_w4a16.hpp,
 // AVX-512 BF16 (rounds the activations to bf16) or the f32-FMA decode (w =

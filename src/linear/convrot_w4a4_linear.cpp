@@ -1,4 +1,4 @@
-// convrot_w4a4 (spec/formats.md §3.6): signed int4 weights packed two per byte
+// convrot_w4a4 (docs/FORMATS.md §3.6): signed int4 weights packed two per byte
 // (low nibble = even k), per-row f32 scale, always ConvRot-rotated.
 // linear_dtype "int4" (default): activations Q4row; "int8": Q8row with the int4
 // weights used as int8 values (what CUDA/HIP do). Epilogue (acc·s_x)·s_w + b.
@@ -20,7 +20,7 @@ std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOption
       static_cast<int64_t>(w.data.size()) != n * (k / 2))
     fail("layer '{}': tensor '{}' must be [{}, {}] (packed int4), found {}", layer.prefix, w.name,
          n, k / 2, shape_str(w.shape));
-  // Unpack: nibble v -> v - 16 when v >= 8 (spec §2.2 b).
+  // Unpack: nibble v -> v - 16 when v >= 8 (docs/FORMATS.md §2.2 b).
   std::vector<int8_t> q(static_cast<size_t>(n * k));
   const auto* bytes = reinterpret_cast<const uint8_t*>(w.data.data());
   for (int64_t i = 0; i < n * k / 2; ++i) {

@@ -1,5 +1,5 @@
-// FP8 per-tensor layers, float8_e4m3fn and float8_e5m2 (spec/formats.md §3.1,
-// ComfyUI semantics of dispatch.md §2.3): the activation is quantized to the
+// FP8 per-tensor layers, float8_e4m3fn and float8_e5m2 (docs/FORMATS.md §3.1,
+// ComfyUI semantics of docs/DISPATCH.md §2.3): the activation is quantized to the
 // weight's FP8 type with input_scale, or with scale 1.0 when the layer has
 // none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The fast paths decode the weight once to
 // bf16 panels (every FP8 value is exact in bf16). On avx512 the measured

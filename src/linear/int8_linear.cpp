@@ -1,4 +1,4 @@
-// int8_tensorwise (spec/formats.md §3.4, §3.5): I8 [N, K] weights with a
+// int8_tensorwise (docs/FORMATS.md §3.4, §3.5): I8 [N, K] weights with a
 // tensorwise or per-row scale, optionally ConvRot-rotated. Activations are
 // quantized per token with Q8row; the product association (s_x·s_w) first.
 #include <cstring>

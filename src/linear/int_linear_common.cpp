@@ -74,7 +74,7 @@ int64_t convrot_group(const Layer& layer, bool always_rotated) {
     auto it = layer.params.find("convrot");
     if (it == layer.params.end() || !it->is_boolean() || !it->get<bool>()) return 0;
   }
-  if (!layer.params.contains("convrot_groupsize")) return 256;  // spec §3.5 default
+  if (!layer.params.contains("convrot_groupsize")) return 256;  // docs/FORMATS.md §3.5 default
   return layer.param_int("convrot_groupsize");
 }
 

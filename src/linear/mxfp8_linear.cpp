@@ -1,4 +1,4 @@
-// MXFP8 layers (spec/formats.md §3.3): E4M3 codes with E8M0 per-32 block
+// MXFP8 layers (docs/FORMATS.md §3.3): E4M3 codes with E8M0 per-32 block
 // scales (swizzled), activations quantized dynamically per 32-block. The fast
 // path folds each power-of-two block scale into the decoded value (e4m3·2^e is
 // exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16

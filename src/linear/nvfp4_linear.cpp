@@ -1,4 +1,4 @@
-// NVFP4 layers (spec/formats.md §3.2). W4A4 by default: the activation is
+// NVFP4 layers (docs/FORMATS.md §3.2). W4A4 by default: the activation is
 // quantized to NVFP4 and the fast paths run exact int32 block dots (AVX-512
 // VNNI, or AVX2 with AVX-VNNI / vpmaddubsw; kernels/x86/nvfp4_w4a4.hpp), bit
 // identical to the reference. With full_precision_matrix_mult the weight is

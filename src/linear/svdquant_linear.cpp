@@ -1,4 +1,4 @@
-// svdquant_w4a4 linear (spec/formats.md §3.8): the fp32 formula of the spec
+// svdquant_w4a4 linear (docs/FORMATS.md §3.8): the fp32 formula recommended there
 // (kernels/ref/svdquant_ref.hpp) as the reference, the AVX-512 VNNI int4
 // and AVX2 kernels (bit-identical to it) as the fast paths. The weights are converted
 // once to the natural layout (tile-packed files are unpacked at creation).

@@ -1,5 +1,5 @@
-// asym_w4a8_int8 linear (spec/formats.md §3.7): the 4-bit codes are decoded
-// once to int8 with the spec's formula, then the layer IS an INT8 + ConvRot
+// asym_w4a8_int8 linear (docs/FORMATS.md §3.7): the 4-bit codes are decoded
+// once to int8 with the §3.7 formula, then the layer IS an INT8 + ConvRot
 // layer with the per-row scale weight_s_channel: it runs on the integer
 // family's kernels (reference and fast) with Q8row activations and the
 // (s_x·s_w) epilogue. With weight_correction (or full_precision_matrix_mult)

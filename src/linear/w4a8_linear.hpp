@@ -2,7 +2,7 @@
 // Shared by the Linears of asym_w4a8_int8, awq_w4a16 and svdquant_w4a4: a
 // dense f32 linear over an already dequantized weight, used for
 // full_precision_matrix_mult layers, W4A8 layers with a correction term (the
-// eager float path of spec/formats.md §3.7) and the AWQ reference.
+// eager float path of docs/FORMATS.md §3.7) and the AWQ reference.
 #include <memory>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Regular Hadamard matrices and the fast radix-4 transform (spec/formats.md §2.4).
+// Regular Hadamard matrices and the fast radix-4 transform (docs/FORMATS.md §2.4).
 //
 // H4 = J - 2R (all ones minus twice the anti-diagonal), so H4[a][b] = -1 iff
 // a + b == 3, and H_G[r][c] = G^(-1/2) · Π_d H4[r_d][c_d] over the base-4

@@ -1,5 +1,5 @@
 #pragma once
-// The regular Hadamard matrix H_G used by ConvRot (spec/formats.md §2.4):
+// The regular Hadamard matrix H_G used by ConvRot (docs/FORMATS.md §2.4):
 // H_G = (H4 ⊗ ... ⊗ H4) / sqrt(G), symmetric and orthogonal, G a power of 4.
 #include <cstdint>
 #include <vector>

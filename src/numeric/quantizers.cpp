@@ -1,6 +1,6 @@
-// Reference quantizers with T = f32 (spec/formats.md §2.5, §3.1–3.3). These are
+// Reference quantizers with T = f32 (docs/FORMATS.md §2.5, §3.1–3.3). These are
 // the eager semantics: divide by the scale (never multiply by a reciprocal,
-// except FP8 which the spec defines with 1/s), round half to even.
+// except FP8 which docs/FORMATS.md §3.1 defines with 1/s), round half to even.
 #include "numeric/quantizers.hpp"
 
 #include <algorithm>

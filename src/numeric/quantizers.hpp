@@ -1,5 +1,5 @@
 #pragma once
-// Reference quantizers (spec/formats.md §2.5, §3.1–3.3) with T = f32: the
+// Reference quantizers (docs/FORMATS.md §2.5, §3.1–3.3) with T = f32: the
 // formats use them for weights, the linear kernels for activations. Every
 // stored scale is a dequantization multiplier (real ≈ q · scale).
 #include <cstdint>

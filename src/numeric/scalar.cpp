@@ -1,4 +1,4 @@
-// Scalar codecs of spec/formats.md §2.1. Every encoder goes through one exact
+// Scalar codecs of docs/FORMATS.md §2.1. Every encoder goes through one exact
 // minifloat rounding routine (encode_minifloat) so that f16, E4M3, E5M2 and
 // E2M1 share the same round-to-nearest-even and subnormal handling.
 #include <array>

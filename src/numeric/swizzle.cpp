@@ -1,4 +1,4 @@
-// cuBLAS "1-D block scaling factor" layout (spec/formats.md §2.3).
+// cuBLAS "1-D block scaling factor" layout (docs/FORMATS.md §2.3).
 //
 // The logical scale matrix S[R][C] is padded to Rp = roundup(R, 128) rows and
 // Cp = roundup(C, 4) columns and cut into 128×4 tiles of 512 bytes, ordered

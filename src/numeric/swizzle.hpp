@@ -1,6 +1,6 @@
 #pragma once
 // cuBLAS's 128x4-tiled block-scale layout used by NVFP4 and MXFP8 scales
-// (spec/formats.md §2.3), and the NVFP4 nibble swap (§2.2a).
+// (docs/FORMATS.md §2.3), and the NVFP4 nibble swap (§2.2a).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

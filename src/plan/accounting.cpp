@@ -1,4 +1,4 @@
-// Strict accounting (DESIGN.md "Plan"): every marker binds to a layer with a
+// Strict accounting (docs/DISPATCH.md §10): every marker binds to a layer with a
 // weight, every quantized-dtype weight has a marker, and every tensor that
 // looks like a quantization companion is claimed by a layer. Which suffixes
 // "look like a companion" comes from the format table (the union of every

@@ -1,4 +1,4 @@
-// Builds the `mixq inspect --json` object (shared/CLI.md).
+// Builds the `mixq inspect --json` object (docs/CLI.md).
 #include "mixq/inspect.hpp"
 
 #include "mixq/format.hpp"

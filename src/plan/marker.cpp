@@ -1,5 +1,5 @@
 // Collects Comfy quantization markers from both dialects and normalises the
-// legacy "scaled fp8" convention (spec/dispatch.md §1.1, §1.2, §1.6).
+// legacy "scaled fp8" convention (docs/DISPATCH.md §1.1, §1.2, §1.6).
 #include "mixq/marker.hpp"
 
 #include <cstring>

@@ -1,4 +1,4 @@
-// The `comfyui` profile (spec/dispatch.md §3.1): every Linear decides alone, so
+// The `comfyui` profile (docs/DISPATCH.md §3.1): every Linear decides alone, so
 // any mixture of formats loads; defaults as ComfyUI applies them
 // (convrot_groupsize 256, nested "params" honoured, legacy scaled_fp8 files
 // converted). What ComfyUI rejects, and how:

@@ -1,5 +1,5 @@
 // The `sglang` profile: SGLang's generic Comfy resolver
-// (resolve_comfy_checkpoint_quantization, spec/dispatch.md §3.2). The decision
+// (resolve_comfy_checkpoint_quantization, docs/DISPATCH.md §3.2). The decision
 // uses only the sorted SET of declared formats; each accepted set names the
 // config SGLang builds and what every declared format must satisfy in it. Any
 // other set raises NotImplementedError. Before that, SGLang's header inspection

@@ -1,5 +1,5 @@
 // The `sglang-minimax-h3` profile: SGLang's MiniMax-H3 resolver
-// (resolve_minimax_h3_checkpoint_quantization, spec/dispatch.md §3.3).
+// (resolve_minimax_h3_checkpoint_quantization, docs/DISPATCH.md §3.3).
 // With nvfp4 in the format set, SGLang builds a ModelOpt FP4 config, forces
 // the Comfy layout flags (swizzled block scales, nibble swap, native QKV rows)
 // and dispatches INT8 (ConvRot) and FP8 layers to inner configs; any other

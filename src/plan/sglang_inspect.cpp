@@ -1,4 +1,4 @@
-// SGLang's header inspection of marked layers (spec/dispatch.md §2.2): stricter
+// SGLang's header inspection of marked layers (docs/DISPATCH.md §2.2): stricter
 // than the format records, which follow ComfyUI (e.g. SGLang wants an NVFP4
 // block scale of exactly [N, K/16] F8_E4M3, an INT8 scale of () or [N, 1]).
 // The checks are a table keyed by format name: this is SGLang's own list.

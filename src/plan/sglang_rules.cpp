@@ -1,4 +1,4 @@
-// SGLang's per-config admission rules (spec/dispatch.md §2.3, §3.4), its
+// SGLang's per-config admission rules (docs/DISPATCH.md §2.3, §3.4), its
 // tensor-parallel checks (§4.1, §4.2), and how it reads markers (top-level keys
 // only, §1.3). Shared by the sglang and sglang-minimax-h3 profiles.
 #include <algorithm>

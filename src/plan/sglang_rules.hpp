@@ -1,6 +1,6 @@
 #pragma once
 // Rules shared by the `sglang` and `sglang-minimax-h3` profiles: SGLang's view
-// of a marker (top-level keys only), its header inspection (spec/dispatch.md
+// of a marker (top-level keys only), its header inspection (docs/DISPATCH.md
 // §2.2), the per-layer admission of each of its configs (§3.4) and its
 // tensor-parallel checks (§4.1, §4.2). Messages are SGLang's, without the
 // "sglang would raise <Kind>: " lead, which the callers add.

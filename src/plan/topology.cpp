@@ -1,6 +1,6 @@
 // Layer roles decided from module names (a checkpoint carries no module types).
 //
-// Tensor parallelism (spec/dispatch.md §4, §8.1) uses MiniMax-H3 runtime names,
+// Tensor parallelism (docs/DISPATCH.md §4, §8.1) uses MiniMax-H3 runtime names,
 // which Comfy H3 files already use: `attn.out_proj` and `mlp.fc2` are
 // row-parallel (input features split), `attn.qkv_proj` is a fused
 // column-parallel layer of 3 logical parts ([q; k; v]) and `mlp.fc1` one of 2

@@ -1,4 +1,4 @@
-// Tensor-parallel admission (spec/dispatch.md §4). A row-parallel layer gives
+// Tensor-parallel admission (docs/DISPATCH.md §4). A row-parallel layer gives
 // each rank K/tp input features, and that shard must keep the format's layout
 // (ConvRot group, W4A4's 64, NVFP4's 16 block, MXFP8's 32 block): the format
 // record's tp_input_unit, plus the profile's own rules (SGLang's

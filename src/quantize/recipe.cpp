@@ -16,7 +16,7 @@ namespace {
 
 constexpr std::string_view kKeep = "keep";
 constexpr std::string_view kFallback = "fallback";
-// Read by ComfyUI and SGLang for every format (spec/dispatch.md §1.3).
+// Read by ComfyUI and SGLang for every format (docs/DISPATCH.md §1.3).
 constexpr std::string_view kFullPrecision = "full_precision_matrix_mult";
 
 // '*' and '?' only; iterative matcher with single-star backtracking.

@@ -1,5 +1,5 @@
 #pragma once
-// Reference kernels of the float family (spec/formats.md §3.1–3.3 "Linear"):
+// Reference kernels of the float family (docs/FORMATS.md §3.1–3.3 "Linear"):
 // T = f32, fp32 accumulation, one final rounding. They are the oracle for the
 // fast kernels and run `--kernel ref`. Plain loops, no ISA-specific code.
 #include <cstdint>

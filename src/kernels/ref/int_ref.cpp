@@ -1,5 +1,5 @@
 // Reference integer linear: the oracle for the fast kernels and `--kernel ref`.
-// Plain loops in the order spec/formats.md writes them (see int_kernel.hpp).
+// Plain loops in the order docs/FORMATS.md writes them (see int_kernel.hpp).
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -29,7 +29,7 @@ class RefIntKernel final : public IntKernel {
     if (m <= 0) return;
     const int64_t k = d_.k, n = d_.n;
     std::vector<float> rotated(x, x + m * k);
-    // The radix-4 transform (hadamard_rotate): what CUDA/HIP run and spec §2.4
+    // The radix-4 transform (hadamard_rotate): what CUDA/HIP run and docs/FORMATS.md §2.4
     // recommends; it differs from a dense x·H matmul only in fp32 rounding.
     if (d_.group > 0) hadamard_rotate(rotated.data(), m, k, d_.group);
     std::vector<int8_t> q(static_cast<size_t>(m * k));

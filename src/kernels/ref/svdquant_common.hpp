@@ -1,5 +1,5 @@
 #pragma once
-// Per-row pieces of the SVDQuant W4A4 linear (spec/formats.md §3.8) shared by
+// Per-row pieces of the SVDQuant W4A4 linear (docs/FORMATS.md §3.8) shared by
 // the reference and the AVX-512 kernel. They sit in an anonymous namespace on
 // purpose: every translation unit compiles its own copy with its own ISA flags
 // (no ODR mixing of AVX-512 and baseline code), and since they are plain IEEE

@@ -1,6 +1,6 @@
 #pragma once
-// SVDQuant W4A4 reference linear (spec/formats.md §3.8, the fp32 formula the
-// spec recommends):
+// SVDQuant W4A4 reference linear (docs/FORMATS.md §3.8, the fp32 formula the
+// document recommends):
 //   y[m,n] = (Σ_g f32(Σ_{k∈g} qa·qw)·(as[m,g]·ws[g,n]), g ascending)
 //            + Σ_r lora[m,r]·proj_up[n,r] + b[n]
 // with lora = x·proj_down on the raw x, each op one fp32 rounding, no FMA.

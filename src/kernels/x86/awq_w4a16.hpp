@@ -1,5 +1,5 @@
 #pragma once
-// Fast kernels of the AWQ W4A16 linear (spec/formats.md §3.9): AVX-512 BF16
+// Fast kernels of the AWQ W4A16 linear (docs/FORMATS.md §3.9): AVX-512 BF16
 // (below), AVX2 + FMA (awq_w4a16.avx2.cpp: decodes to f32, see there) and the
 // same f32 decode on AVX-512 (awq_avx512_fma).
 //

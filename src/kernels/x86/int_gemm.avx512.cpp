@@ -49,7 +49,7 @@ struct ActBlock {
   std::vector<float> tmp;    // one rotated row
 };
 
-// Q8row / Q4row of one row (T = f32, spec §2.5) written into its panel slot.
+// Q8row / Q4row of one row (T = f32, docs/FORMATS.md §2.5) written into its panel slot.
 // Same operations as quant::q8row / q4row: absmax ignoring NaN, one fp32
 // division for the scale, x / s rounded half-to-even, clamped, NaN -> 0.
 //
@@ -108,7 +108,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 // acc[r][c] over the full padded K for MR tokens of one activation panel and
 // 4 weight panels b[0..3]; results to out[r][64] (int32, offset not removed).
 // The 24 accumulators are separate named variables: with an array GCC 12 keeps
-// them partly on the stack (machine.md §3.2 pitfall; checked with objdump -d:
+// them partly on the stack (a GCC 12 pitfall; checked with objdump -d:
 // the loop holds only loads, broadcasts and vpdpbusd, no stack traffic).
 #define MIXQ_ROW(r)                                                    \
   if constexpr (MR > r) {                                              \

@@ -50,7 +50,7 @@ struct Nvfp4Activation {
 };
 
 // Shared start of nvfp4_quantize_*: checks k, sizes `out`, sets its global
-// scale g_x = input_scale, or amax() / 2688 (spec §3.2; amax is only asked for
+// scale g_x = input_scale, or amax() / 2688 (docs/FORMATS.md §3.2; amax is only asked for
 // without input_scale). Returns false for an all-zero activation (g_x = 0):
 // then every code, scale and compensation is 0, as in the reference, and the
 // caller has nothing left to do.
