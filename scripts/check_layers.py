@@ -40,7 +40,7 @@ PUBLIC = {
     "numeric": "numeric",
     "checkpoint": "io", "safetensors_writer": "io", "npy": "io",
     "format": "formats", "layer": "formats", "marker": "formats",
-    "plan": "plan", "inspect": "plan",
+    "plan": "plan", "inspect": "plan", "shard": "plan",
     "linear": "linear", "machine": "kernels",
     "quantize": "quantize", "recipe": "quantize", "verify": "verify",
 }

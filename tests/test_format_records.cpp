@@ -52,6 +52,7 @@ TEST(Registry, LookupAndOrder) {
     EXPECT_TRUE(f->validate && f->method && f->tp_input_unit && f->dequantize && f->quantize);
     EXPECT_EQ(f->tensors.front().role, "weight");
   }
+  for (const FormatTraits* f : all_formats()) EXPECT_NE(f->shard, nullptr) << f->name << " has no shard rule";
   EXPECT_EQ(find_format("unquantized"), nullptr);
   EXPECT_EQ(find_format("int4_magic"), nullptr);
   EXPECT_FALSE(unquantized_format().from_marker);

@@ -19,6 +19,7 @@
 namespace mixq {
 
 struct Layer;
+class ShardBuilder;  // src/formats/shard_util.hpp
 
 enum class Basis { original, stored };  // undo ConvRot, or keep the rotated basis
 
@@ -75,6 +76,14 @@ struct FormatTraits {
   // A row-parallel split of the input features into tp parts must keep
   // (K / tp) % unit == 0 (1 = any split).
   int64_t (*tp_input_unit)(const Layer& layer) = nullptr;
+  // A column-parallel split must give each rank a multiple of this many rows
+  // of every logical part, so that the shard can be stored in the format's
+  // layout (1 = any split; e.g. whole 128-row tiles). Null: 1.
+  int64_t (*tp_output_unit)(const Layer& layer) = nullptr;
+  // The shard rule: puts one rank's share of a valid layer into `out`
+  // (rows of every part for a column split, a band of K for a row split;
+  // mixq/shard.hpp). Called only for admitted splits with degree > 1.
+  void (*shard)(const Layer& layer, ShardBuilder& out) = nullptr;
   // The method that runs the layer, e.g. "int8_convrot", "nvfp4:full_precision".
   std::string (*method)(const Layer& layer) = nullptr;
   // Writes the f32 weight [out_features, in_features] (logical, unpadded).

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "formats/record_util.hpp"
+#include "formats/shard_util.hpp"
 #include "formats/w4_common.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -48,6 +49,13 @@ LogicalShape validate(Layer& layer) {
 
 // A row-parallel shard must keep whole groups (scale rows are per group).
 int64_t tp_input_unit(const Layer& layer) { return geometry(layer).g; }
+
+// Rows: codes and the columns of scale and zeros; a K band: packed bytes and
+// the group rows of scale and zeros.
+void shard(const Layer& layer, ShardBuilder& b) {
+  const int64_t g = geometry(layer).g;
+  shard_by_axes(b, {{"weight", 0, 1, 1, 2}, {"weight_scale", 1, 1, 0, g}, {"weight_zeros", 1, 1, 0, g}});
+}
 
 std::string method(const Layer& layer) {
   return layer.param_bool("full_precision_matrix_mult") ? "awq_w4a16:full_precision" : "awq_w4a16";
@@ -124,6 +132,7 @@ const FormatTraits& awq_w4a16_format() {
       .quantizes_activation = false,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

@@ -13,6 +13,7 @@
 #include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "numeric/hadamard.hpp"
 
@@ -44,6 +45,9 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer& layer) { return std::lcm(kQuantGroup, layer.param_int("convrot_groupsize")); }
+
+// Packed rows, or a band of packed bytes (2 K per byte); the per-row scale follows the rows.
+void shard(const Layer&, ShardBuilder& b) { shard_by_axes(b, {{"weight", 0, 1, 1, 2}, {"weight_scale", 0}}); }
 
 std::string method(const Layer& layer) {
   return method_or_full_precision(layer, "convrot_w4a4:" + layer.param_string("linear_dtype"),
@@ -112,6 +116,7 @@ const FormatTraits& convrot_w4a4_format() {
       .quantizes_activation = false,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

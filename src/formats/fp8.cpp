@@ -8,6 +8,7 @@
 #include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -30,6 +31,9 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer&) { return 1; }
+
+// Rows or columns of the codes; the per-tensor scales are copied to every rank.
+void shard(const Layer&, ShardBuilder& b) { shard_by_axes(b, {{"weight", 0, 1, 1, 1}}); }
 
 std::string method(const Layer& layer) {
   return method_or_full_precision(layer, layer.find("input_scale") ? "fp8:static" : "fp8:dynamic",
@@ -87,6 +91,7 @@ FormatTraits make_record(std::string_view summary) {
       .quantizes_activation = true,
       .validate = validate<D>,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize<D>,

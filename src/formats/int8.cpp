@@ -12,6 +12,7 @@
 #include "numeric/quantizers.hpp"
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "numeric/hadamard.hpp"
 
@@ -32,6 +33,16 @@ bool per_row(const Layer& layer) { return layer.tensor("weight_scale").numel() !
 
 int64_t tp_input_unit(const Layer& layer) {
   return layer.param_bool("convrot") ? layer.param_int("convrot_groupsize") : 1;
+}
+
+// Rows or columns of the codes; a per-row scale follows the rows, a
+// per-tensor one is copied. A K band of whole ConvRot groups (tp_input_unit)
+// keeps the rotation block-diagonal per rank.
+void shard(const Layer& layer, ShardBuilder& b) {
+  if (per_row(layer))
+    shard_by_axes(b, {{"weight", 0, 1, 1, 1}, {"weight_scale", 0}});
+  else
+    shard_by_axes(b, {{"weight", 0, 1, 1, 1}});
 }
 
 std::string method(const Layer& layer) {
@@ -99,6 +110,7 @@ const FormatTraits& int8_tensorwise_format() {
       .quantizes_activation = false,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

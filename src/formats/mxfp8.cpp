@@ -12,6 +12,7 @@
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
 #include "formats/block_checks.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
@@ -50,6 +51,12 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer&) { return 32; }
+
+// Without a bias the stored (32-padded) rows are N, so a rank's rows must be too.
+int64_t tp_output_unit(const Layer& layer) { return layer.find("bias") ? 1 : 32; }
+
+// Code rows or columns and swizzled E8M0 exponents re-laid per rank.
+void shard(const Layer&, ShardBuilder& b) { shard_block_scaled(b, {.block = 32, .k_per_byte = 1, .row_pad = 32}); }
 
 std::string method(const Layer& layer) { return method_or_full_precision(layer, "mxfp8", "mxfp8:full_precision"); }
 
@@ -94,6 +101,8 @@ const FormatTraits& mxfp8_format() {
       .quantizes_activation = true,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .tp_output_unit = tp_output_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

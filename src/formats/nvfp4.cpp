@@ -19,6 +19,7 @@
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
 #include "formats/block_checks.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "numeric/swizzle.hpp"
 
@@ -40,6 +41,15 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer&) { return 16; }
+
+// Without a bias the stored (16-padded) rows are N, so a rank's rows must be too.
+int64_t tp_output_unit(const Layer& layer) { return layer.find("bias") ? 1 : 16; }
+
+// Packed rows (2 K per byte) and swizzled block scales re-laid per rank; the
+// global scales are copied; pre_quant_scale follows a K band.
+void shard(const Layer&, ShardBuilder& b) {
+  shard_block_scaled(b, {.block = 16, .k_per_byte = 2, .row_pad = 16, .per_k = {"pre_quant_scale"}});
+}
 
 std::string method(const Layer& layer) { return method_or_full_precision(layer, "nvfp4", "nvfp4:full_precision"); }
 
@@ -82,6 +92,8 @@ const FormatTraits& nvfp4_format() {
       .quantizes_activation = true,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .tp_output_unit = tp_output_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "formats/shard_util.hpp"
 #include "formats/w4_common.hpp"
 #include "mixq/error.hpp"
 
@@ -96,6 +97,23 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer&) { return G; }
+
+// Tile-packed weights can only be cut into whole 128-row tiles.
+int64_t tp_output_unit(const Layer& layer) { return tile_packed(layer) ? 128 : 1; }
+
+// The low-rank factors split with their side: a column split takes the rows of
+// proj_up (and every rank keeps proj_down [K, R]), a K band the rows of
+// proj_down and of the smooth factor (and every rank keeps proj_up), so the
+// ranks' low-rank terms are the column blocks / the K-partial sums of the
+// whole branch. Tile-packed tensors are cut along their tile axes.
+void shard(const Layer& layer, ShardBuilder& b) {
+  const ShardAxes down{"weight_proj_down", -1, 1, 0, 1}, smooth{"weight_smooth_factor", -1, 1, 0, 1};
+  if (tile_packed(layer))  // [N/128, K/64, 32, 128], [N/128, K/64, 128], [N/128, R, 128]
+    shard_by_axes(b, {{"weight", 0, 128, 1, G}, {"weight_scale", 0, 128, 1, G}, {"weight_proj_up", 0, 128}, down,
+                      smooth});
+  else  // [N, K/2], [K/64, N], [N, R]
+    shard_by_axes(b, {{"weight", 0, 1, 1, 2}, {"weight_scale", 1, 1, 0, G}, {"weight_proj_up", 0}, down, smooth});
+}
 
 std::string method(const Layer& layer) {
   return layer.param_bool("full_precision_matrix_mult") ? "svdquant_w4a4:full_precision" : "svdquant_w4a4";
@@ -206,6 +224,8 @@ const FormatTraits& svdquant_w4a4_format() {
       .quantizes_activation = true,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .tp_output_unit = tp_output_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = nullptr,  // needs calibration data (DeepCompressor / nunchaku)

@@ -2,6 +2,7 @@
 // Stored: weight F32 | F16 | BF16 | F64 [N, K]; optional bias.
 #include "formats/record_util.hpp"
 #include "formats/records.hpp"
+#include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -15,6 +16,9 @@ LogicalShape validate(Layer& layer) {
 }
 
 int64_t tp_input_unit(const Layer&) { return 1; }
+
+// Rows (column) or columns (row) of the float weight.
+void shard(const Layer&, ShardBuilder& b) { shard_by_axes(b, {{"weight", 0, 1, 1, 1}}); }
 
 std::string method(const Layer&) { return "unquantized"; }
 
@@ -50,6 +54,7 @@ const FormatTraits& unquantized_record() {
       .quantizes_activation = false,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = quantize,

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "formats/shard_util.hpp"
 #include "formats/w4_common.hpp"
 #include "mixq/error.hpp"
 #include "numeric/hadamard.hpp"
@@ -73,6 +74,17 @@ LogicalShape validate(Layer& layer) {
 int64_t tp_input_unit(const Layer& layer) {
   const auto [n, k, gs, g] = geometry(layer);
   return std::lcm(std::lcm(int64_t{16}, gs), g);
+}
+
+// Rows: codes, s_rel rows, s_channel, correction columns. A K band (whole
+// groups and ConvRot groups): packed bytes, s_rel columns, correction rows.
+// The codebook is copied to every rank.
+void shard(const Layer& layer, ShardBuilder& b) {
+  const int64_t gs = geometry(layer).gs;
+  shard_by_axes(b, {{"weight", 0, 1, 1, 2},
+                    {"weight_s_rel", 0, 1, 1, gs},
+                    {"weight_s_channel", 0},
+                    {"weight_correction", 1, 1, 0, gs}});
 }
 
 std::string method(const Layer& layer) {
@@ -159,6 +171,7 @@ const FormatTraits& asym_w4a8_int8_format() {
       .quantizes_activation = true,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
+      .shard = shard,
       .method = method,
       .dequantize = dequantize,
       .quantize = w4a8_quantize,

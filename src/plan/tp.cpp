@@ -4,7 +4,10 @@
 // record's tp_input_unit, plus the profile's own rules (SGLang's
 // supports_input_partition and create-time checks). A column-parallel layer
 // gives each rank N/tp output rows; a fused layer (qkv 3 parts, fc1 2 parts)
-// splits every logical part separately, so tp must divide each part.
+// splits every logical part separately, so tp must divide each part, and the
+// rank's rows must fit the format's layout (tp_output_unit: whole 128-row
+// tiles of tile-packed SVDQuant; NVFP4 / MXFP8 rows without a bias to say the
+// logical N keep their padding unit).
 #include <fmt/format.h>
 
 #include "mixq/format.hpp"
@@ -54,6 +57,10 @@ std::string Plan::tp_problem(const LayerPlan& entry, int tp) const {
                              entry.parts, part, tp);
         return fmt::format("column-parallel: {} output features do not split into {}", n, tp);
       }
+      const int64_t unit = layer.format->tp_output_unit ? layer.format->tp_output_unit(layer) : 1;
+      if (unit > 1 && (part / tp) % unit != 0)
+        return fmt::format("a column-parallel shard of {} output features{} is not a multiple of {} ({} layout)",
+                           part / tp, entry.parts > 1 ? " per part" : "", unit, layer.format->name);
       break;
     }
   }
