@@ -42,7 +42,7 @@ PUBLIC = {
     "format": "formats", "layer": "formats", "marker": "formats",
     "plan": "plan", "inspect": "plan", "shard": "plan",
     "linear": "linear", "machine": "kernels",
-    "quantize": "quantize", "recipe": "quantize", "verify": "verify",
+    "quantize": "quantize", "recipe": "quantize", "tp_shards": "quantize", "verify": "verify",
 }
 CLI_INTERNALS = {"linear/synthetic_layer.hpp", "util/parallel.hpp"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,5 +1,6 @@
 #pragma once
 // Tensor-parallel sharding (docs/TP.md): one rank's share of a planned layer.
+// Per-rank checkpoints of a whole model: mixq/tp_shards.hpp.
 //
 // A column-parallel layer gives each rank N/degree output rows; a fused layer
 // (qkv 3 parts, fc1 2 parts) gives it N/(parts·degree) rows of every part, in

@@ -12,5 +12,6 @@ void add_linear(CLI::App& root);
 void add_quantize(CLI::App& root);
 void add_verify(CLI::App& root);
 void add_bench(CLI::App& root);
+void add_shard(CLI::App& root);
 
 }  // namespace mixq::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   mixq::cli::add_quantize(app);
   mixq::cli::add_verify(app);
   mixq::cli::add_bench(app);
+  mixq::cli::add_shard(app);
   try {
     app.parse(argc, argv);
     return 0;
