@@ -30,8 +30,16 @@ class Checkpoint:
         """The data of `mixq inspect --json`: files, layers, other_tensors, formats, warnings."""
     def plan(self, profile: str = "comfyui", tp: int = 1) -> dict[str, Any]:
         """The data of `mixq plan --json`; raises Error when the profile rejects it."""
-    def linear(self, prefix: str, kernel: Literal["auto", "ref"] = "auto") -> Linear:
-        """The runtime linear of one layer."""
+    def linear(
+        self,
+        prefix: str,
+        kernel: Literal["auto", "ref"] = "auto",
+        *,
+        tp_rank: int = 0,
+        tp_size: int = 1,
+        profile: str = "comfyui",
+    ) -> Linear:
+        """The runtime linear of one layer; with tp_size > 1, rank tp_rank's share of it."""
     def prefixes(self) -> list[str]:
         """The prefix of every linear layer, sorted."""
 
@@ -53,6 +61,13 @@ class Linear:
     @property
     def method(self) -> str:
         """The method that runs the layer, e.g. 'int8_convrot'."""
+    @property
+    def tp_rank(self) -> int: ...
+    @property
+    def tp_size(self) -> int: ...
+    @property
+    def parallel(self) -> Literal["column", "row", "replicated", "none"]:
+        """How this rank's share was cut ('none' without tp)."""
     @property
     def kernel(self) -> str:
         """The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ..."""

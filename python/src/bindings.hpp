@@ -14,6 +14,7 @@
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
 #include "mixq/marker.hpp"
+#include "mixq/shard.hpp"
 
 namespace mixq::py {
 
@@ -40,14 +41,18 @@ struct CheckpointState {
 // A layer's runtime linear as the Python Linear object.
 struct PyLinear {
   std::shared_ptr<CheckpointState> owner;  // keeps the mapping alive
-  const Layer* layer = nullptr;            // inside owner->layers(), never moves
+  const Layer* layer = nullptr;            // inside owner->layers() or shard, never moves
   std::unique_ptr<Linear> linear;
+  std::unique_ptr<LayerShard> shard;       // tp_size > 1: this rank's share of the layer
 };
 
-// Checkpoint.linear(prefix, kernel): finds the layer and builds its Linear
-// (GIL released while the weights are prepared).
+// Checkpoint.linear(prefix, kernel, tp_rank, tp_size, profile): finds the
+// layer, takes rank tp_rank's share of it when tp_size > 1 (shard_layer under
+// the profile's plan), and builds its Linear (GIL released while the weights
+// are prepared).
 std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
-                                      const std::string& prefix, const std::string& kernel);
+                                      const std::string& prefix, const std::string& kernel, int tp_rank,
+                                      int tp_size, const std::string& profile);
 
 // nlohmann::json -> Python objects (dict keeps the JSON object's key order).
 nb::object to_python(const nlohmann::json& value);

@@ -107,10 +107,15 @@ void bind_checkpoint(nb::module_& m) {
            "sglang-minimax-h3) and tensor-parallel degree. Raises mixq.Error with the\n"
            "CLI's message when the profile rejects the checkpoint or a layer does not\n"
            "admit tp.")
-      .def("linear", &make_linear, nb::arg("prefix"), nb::arg("kernel") = "auto",
+      .def("linear", &make_linear, nb::arg("prefix"), nb::arg("kernel") = "auto", nb::kw_only(),
+           nb::arg("tp_rank") = 0, nb::arg("tp_size") = 1, nb::arg("profile") = "comfyui",
            nb::keep_alive<0, 1>(),
            "The runtime linear of one layer: weights prepared for the fastest kernel\n"
-           "(kernel='auto') or for the reference implementation (kernel='ref').")
+           "(kernel='auto') or for the reference implementation (kernel='ref').\n"
+           "With tp_size > 1, only rank tp_rank's share of the layer, split as the\n"
+           "plan under `profile` classifies it (column: out_features/tp_size rows of\n"
+           "every fused part; row: in_features/tp_size inputs, bias on rank 0 only).\n"
+           "Raises mixq.Error naming the layer when the split is not admitted.")
       .def("prefixes", &prefixes, "The prefix of every linear layer, sorted.")
       .def("__repr__", &repr);
 

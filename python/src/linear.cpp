@@ -16,11 +16,14 @@
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
+#include "mixq/plan.hpp"
+#include "mixq/shard.hpp"
 
 namespace mixq::py {
 
 std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
-                                      const std::string& prefix, const std::string& kernel) {
+                                      const std::string& prefix, const std::string& kernel, int tp_rank,
+                                      int tp_size, const std::string& profile) {
   LinearOptions options;
   if (kernel == "auto")
     options.kernel = KernelChoice::automatic;
@@ -42,6 +45,13 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
     fail("no linear layer '{}' in {} ({} layers{}{})", prefix,
          owner->paths.size() == 1 ? owner->paths[0] : fmt::format("{} files", owner->paths.size()),
          set.layers.size(), known.empty() ? "" : ", e.g. ", known);
+  }
+  if (tp_size != 1 || tp_rank != 0) {
+    const Plan plan = Plan::build(owner->checkpoint, PlanOptions{profile, 1});
+    const LayerPlan* entry = plan.find(prefix);
+    if (entry == nullptr) fail("no linear layer '{}' in the plan", prefix);
+    result->shard = std::make_unique<LayerShard>(shard_layer(plan, *entry, tp_rank, tp_size));
+    result->layer = &result->shard->layer();
   }
   result->linear = Linear::create(*result->layer, options);
   return result;
@@ -150,6 +160,11 @@ void bind_linear(nb::module_& m) {
             const FormatTraits* f = s.layer->format;
             return f && f->method ? f->method(*s.layer) : std::string();
           }, "The method that runs the layer, e.g. 'int8_convrot'.")
+      .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.shard ? s.shard->spec().rank : 0; })
+      .def_prop_ro("tp_size", [](const PyLinear& s) { return s.shard ? s.shard->spec().degree : 1; })
+      .def_prop_ro("parallel", [](const PyLinear& s) {
+            return s.shard ? std::string(parallel_name(s.shard->spec().parallel)) : std::string("none");
+          }, "How this rank's share was cut: 'column', 'row', 'replicated'; 'none' without tp.")
       .def_prop_ro("kernel", [](const PyLinear& s) { return std::string(s.linear->kernel_name()); },
                    "The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ...")
       .def("forward", &forward, nb::arg("x").none(), nb::arg("out").none() = nb::none(),
