@@ -100,7 +100,7 @@ struct ShardAxes {
 void shard_by_axes(ShardBuilder& b, std::initializer_list<ShardAxes> axes);
 
 // Formats with zero-padded rows and swizzled 128x4 block-scale tiles (nvfp4,
-// mxfp8; the tile layout is mixq/swizzle.hpp): the weight [rows, K/k_per_byte]
+// mxfp8; the tile layout is docs/FORMATS.md §2.3): the weight [rows, K/k_per_byte]
 // and the block scales are re-laid for the rank's rows (padded again to
 // `row_pad`) or K band. Swizzled scales cannot be sliced as stored: a K band
 // does not select whole tiles, nor does a row range that is not whole 128-row
