@@ -1,0 +1,341 @@
+#pragma once
+// The vector types the x86 kernels are written over, one struct per target:
+// a kernel family is written once as templates on `V` (the *_impl.hpp files)
+// and compiled per target by a tiny translation unit, *.avx2.cpp with the
+// Avx2 traits and *.avx512.cpp with the Avx512 traits (CMakeLists.txt gives
+// those files their ISA flags). Include only from such files.
+//
+// Each struct has the same members: the float / int32 vector types F and I,
+// kLanes (8 or 16 floats), a lane mask M for partial vectors, and inline
+// wrappers of one instruction (or a short fixed sequence) each. Where the two
+// targets reach one result by different instructions (a byte-table lookup:
+// vpshufb needs the index masked, vpermb not), the struct holds the
+// difference and the kernels stay one loop. Per-target tuning (tile sizes,
+// prefetch distances, block bytes) lives in each family's own traits, next to
+// its kernel.
+//
+// Everything is in an anonymous namespace: each translation unit compiles its
+// own copy with its own flags, so no AVX-512 instance of an inline function
+// can be picked by the linker for the AVX2 path (no ODR mixing).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// g++ contracts a vmulps feeding a vaddps into one FMA in C++ (-ffp-contract=fast
+// is its default, and these files have -mfma); the reference rounds the
+// product first, so such a product passes through this empty asm barrier.
+template <class T>
+inline T rounded(T v) {
+  __asm__("" : "+vm"(v));
+  return v;
+}
+
+// g++ 12 does not fully unroll the constant tile loops of the micro kernels,
+// which leaves the accumulator arrays in memory (seen in objdump); complete
+// unrolling lets them live in registers.
+#define MIXQ_UNROLL _Pragma("GCC unroll 16")
+
+#if defined(__AVX2__)
+struct Avx2 {
+  using F = __m256;
+  using I = __m256i;
+  using M = __m256i;  // lane mask: all ones in valid lanes
+  static constexpr int kLanes = 8;
+
+  // ---- masks and memory ----
+  static M mask(int64_t count) {  // the first `count` lanes (all for >= 8, none for <= 0)
+    const int c = static_cast<int>(std::clamp<int64_t>(count, 0, 8));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static F loadz(M m, const float* p) { return _mm256_maskload_ps(p, m); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void store(float* p, M m, F v) { _mm256_maskstore_ps(p, m, v); }
+
+  // ---- float arithmetic ----
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b where either is NaN
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }  // b where either is NaN
+  static F abs(F v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+  static F round(F v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }  // ties even
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F load_a(const float* p) { return _mm256_load_ps(p); }  // 32-byte aligned
+  static void store_a(float* p, F v) { _mm256_store_ps(p, v); }
+
+  // ---- comparisons (a mask vector per lane) ----
+  using MF = __m256;
+  static MF lt(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static F select(MF m, F yes, F no) { return _mm256_blendv_ps(no, yes, m); }
+  static MF ordered(F v) { return _mm256_cmp_ps(v, v, _CMP_ORD_Q); }  // not NaN
+  // Rounds to the nearest integer (ties even) in the lanes of `keep`, 0 elsewhere.
+  static I cvtr_where(MF keep, F v) { return _mm256_and_si256(_mm256_cvtps_epi32(v), _mm256_castps_si256(keep)); }
+  static float reduce_max(F v) {  // for NaN-free v
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+  }
+
+  // ---- int32 lanes ----
+  static I zeroi() { return _mm256_setzero_si256(); }
+  static I set1i(int32_t v) { return _mm256_set1_epi32(v); }
+  static I set1b(int8_t v) { return _mm256_set1_epi8(v); }
+  static I loadi(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static I addi(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I subi(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I andi(I a, I b) { return _mm256_and_si256(a, b); }
+  template <int N>
+  static I srli(I v) { return _mm256_srli_epi32(v, N); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static I cvtt(F v) { return _mm256_cvttps_epi32(v); }  // truncating; NaN -> INT32_MIN
+  static I cvtr(F v) { return _mm256_cvtps_epi32(v); }  // rounding (ties even)
+  template <int N>
+  static I srli16(I v) { return _mm256_srli_epi16(v, N); }
+  template <int N>
+  static I slli(I v) { return _mm256_slli_epi32(v, N); }
+  static I ori(I a, I b) { return _mm256_or_si256(a, b); }
+  static F as_float(I v) { return _mm256_castsi256_ps(v); }
+  static I as_int(F v) { return _mm256_castps_si256(v); }
+  static I loadi_a(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+  static void storei_a(void* p, I v) { _mm256_store_si256(static_cast<__m256i*>(p), v); }
+  // kLanes bytes at p, zero-extended into the int32 lanes.
+  static I load_u8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  // -d in the lanes whose sign bit of v is set, d elsewhere (d must be 0
+  // where v is +0.0: vpsignd zeroes there).
+  static I negate_if_negative(I d, F v) { return _mm256_sign_epi32(d, _mm256_castps_si256(v)); }
+  // Stores each lane as int8 (lanes hold -128..127).
+  static void store_i8(int8_t* p, I v) {
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(w, w));
+  }
+  static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  template <int N>
+  static I srai(I v) { return _mm256_srai_epi32(v, N); }
+  // Stores the first `count` (>= 1) lanes; a plain store when all are valid
+  // (vmaskmovps stores are slow on some cores).
+  static void store_first(float* p, int64_t count, F v) {
+    if (count >= 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, mask(count), v);
+  }
+  // Stores the 16 lanes of v[0], v[1] as int8 (lanes hold -128..127). packs
+  // interleaves the 128-bit lanes: [v0 0-3, v1 0-3 | v0 4-7, v1 4-7]; vpermq
+  // 0xD8 restores the order before the final 16 -> 8 bit pack.
+  static void store_i8x16(int8_t* p, const I* v) {
+    const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(v[0], v[1]), 0xD8);
+    const __m128i w8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), w8);
+  }
+  // A 16-entry byte table, and table[idx & 15] per byte (vpshufb reads bit 7
+  // of the index as "zero", so the index is masked).
+  static I table16(const int8_t* t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static I lookup16(I table, I idx) { return _mm256_shuffle_epi8(table, _mm256_and_si256(idx, _mm256_set1_epi8(0x0F))); }
+  static int32_t reduce_add(I v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+  }
+  // The 4 bytes at p in every int32 lane.
+  static I bcast4(const void* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+  }
+  // Stores the low byte of each lane (lanes hold 0..255).
+  static void store_bytes(uint8_t* p, I v) {
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(w, w));
+  }
+  // acc + Σ_4 u8·s8 per lane, where every pair sum of products fits int16
+  // (vpmaddubsw saturates there; exact for operands such as 0..15 × 0..15).
+  static I dot4_small(I acc, I u8, I s8) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
+  }
+  // A block dot of 16 u8·s8 products per lane, in steps of 4 (one weight
+  // vector against 4 activation bytes each):
+  //   d = dot_begin(c); d = dot_step(d, w, x) ×4; dot_end(d, c) = c + Σ.
+  // Without VNNI the products of the four steps add up in i16 (vpmaddubsw;
+  // the caller guarantees the 16-product sum fits, e.g. <= 2304 for NVFP4's
+  // 0..24 × -12..12) and one vpmaddwd widens at the end: 9 instructions per
+  // block instead of 12. The empty asm keeps g++ from reassociating the i16
+  // sums into a tree, which kept more products live.
+  // acc + Σ_4 u8·s8 per lane for any u8 (int8 weights + 128): vpmaddubsw
+  // would saturate, so each nibble's products are summed separately and
+  // recombined in int32 as lo + 16·hi, which is exact.
+  static I dot4(I acc, I u8, I s8) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(u8, m), s8);
+    const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(u8, 4), m), s8);
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(1)),
+                                                  _mm256_madd_epi16(hi, _mm256_set1_epi16(16))));
+  }
+  static I dot_begin(int32_t) { return _mm256_setzero_si256(); }
+  static I dot_step(I d, I u8, I s8) {
+    d = _mm256_add_epi16(d, _mm256_maddubs_epi16(u8, s8));
+    __asm__("" : "+x"(d));
+    return d;
+  }
+  static I dot_end(I d, int32_t c) {
+    return _mm256_add_epi32(_mm256_madd_epi16(d, _mm256_set1_epi16(1)), _mm256_set1_epi32(c));
+  }
+
+  // ---- lane moves ----
+  template <int Imm>
+  static F permute(F v) { return _mm256_permute_ps(v, Imm); }  // within each 128-bit quarter
+  // Of 16 floats in v0, v1 (4 quarters of 4): a vector with quarter Q in every
+  // quarter, and for output vector h the quarters in reverse (quarter d of the
+  // 16 floats gets quarter 3 - d).
+  template <int Q>
+  static F quarter(F v0, F v1) {
+    const F v = Q < 2 ? v0 : v1;
+    return _mm256_permute2f128_ps(v, v, (Q % 2) * 0x11);
+  }
+  static F quarters_reversed(F v0, F v1, int h) {
+    const F v = h == 0 ? v1 : v0;
+    return _mm256_permute2f128_ps(v, v, 0x01);
+  }
+};
+
+// AVX2 with AVX-VNNI: the int8 dot products are one `vpdpbusd ymm`.
+struct Avx2Vnni : Avx2 {
+  static I dot4_small(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
+  static I dot4(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
+  static I dot_begin(int32_t c) { return _mm256_set1_epi32(c); }
+  static I dot_step(I d, I u8, I s8) { return _mm256_dpbusd_avx_epi32(d, u8, s8); }
+  static I dot_end(I d, int32_t) { return d; }
+};
+#endif  // __AVX2__
+
+#if defined(__AVX512F__)
+// g++ 12 reports -W(maybe-)uninitialized inside its own AVX-512 headers for the
+// pass-through operand of unmasked intrinsics (_mm512_undefined_ps() is the
+// self-initialised `__m512 __Y = __Y;`). Nothing of ours is uninitialised; the
+// suppression covers only these wrappers, and g++ honours it where they are
+// inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+struct Avx512 {
+  using F = __m512;
+  using I = __m512i;
+  using M = __mmask16;
+  static constexpr int kLanes = 16;
+
+  // ---- masks and memory ----
+  static M mask(int64_t count) {  // the first `count` lanes (all for >= 16, none for <= 0)
+    if (count <= 0) return 0;
+    return count >= 16 ? M(0xFFFF) : M((1u << count) - 1u);
+  }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F loadz(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void store(float* p, M m, F v) { _mm512_mask_storeu_ps(p, m, v); }
+
+  // ---- float arithmetic ----
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }  // b where either is NaN
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }  // b where either is NaN
+  static F abs(F v) { return _mm512_abs_ps(v); }
+  static F round(F v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F load_a(const float* p) { return _mm512_load_ps(p); }  // 64-byte aligned
+  static void store_a(float* p, F v) { _mm512_store_ps(p, v); }
+
+  // ---- comparisons (a mask register) ----
+  using MF = __mmask16;
+  static MF lt(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static F select(MF m, F yes, F no) { return _mm512_mask_mov_ps(no, m, yes); }
+  static MF ordered(F v) { return _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q); }
+  static I cvtr_where(MF keep, F v) {
+    return _mm512_maskz_cvt_roundps_epi32(keep, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static float reduce_max(F v) { return _mm512_reduce_max_ps(v); }
+
+  // ---- int32 lanes ----
+  static I zeroi() { return _mm512_setzero_si512(); }
+  static I set1i(int32_t v) { return _mm512_set1_epi32(v); }
+  static I set1b(int8_t v) { return _mm512_set1_epi8(v); }
+  static I loadi(const void* p) { return _mm512_loadu_si512(p); }
+  static I addi(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I subi(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I andi(I a, I b) { return _mm512_and_si512(a, b); }
+  template <int N>
+  static I srli(I v) { return _mm512_srli_epi32(v, N); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static I cvtt(F v) { return _mm512_cvttps_epi32(v); }
+  static I cvtr(F v) { return _mm512_cvtps_epi32(v); }
+  template <int N>
+  static I srli16(I v) { return _mm512_srli_epi16(v, N); }
+  template <int N>
+  static I slli(I v) { return _mm512_slli_epi32(v, N); }
+  static I ori(I a, I b) { return _mm512_or_si512(a, b); }
+  static F as_float(I v) { return _mm512_castsi512_ps(v); }
+  static I as_int(F v) { return _mm512_castps_si512(v); }
+  static I loadi_a(const void* p) { return _mm512_load_si512(p); }
+  static void storei_a(void* p, I v) { _mm512_store_si512(p, v); }
+  static I load_u8(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I negate_if_negative(I d, F v) {
+    return _mm512_mask_sub_epi32(d, _mm512_movepi32_mask(_mm512_castps_si512(v)), _mm512_setzero_si512(), d);
+  }
+  static void store_i8x16(int8_t* p, const I* v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v[0]));
+  }
+  static void store_i8(int8_t* p, I v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v)); }
+  static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  template <int N>
+  static I srai(I v) { return _mm512_srai_epi32(v, N); }
+  static void store_first(float* p, int64_t count, F v) { _mm512_mask_storeu_ps(p, mask(count), v); }
+  // vpermb reads index bits 0-5: the 16 entries repeated 4 times make bits
+  // 4-5 (the other nibble, or bits shifted in) irrelevant, so no mask.
+  static I table16(const int8_t* t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static I lookup16(I table, I idx) { return _mm512_permutexvar_epi8(idx, table); }
+  static int32_t reduce_add(I v) { return _mm512_reduce_add_epi32(v); }
+  static I bcast4(const void* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(static_cast<int>(v));
+  }
+  static void store_bytes(uint8_t* p, I v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
+  static I dot4_small(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
+  static I dot4(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
+  static I dot_begin(int32_t c) { return _mm512_set1_epi32(c); }
+  static I dot_step(I d, I u8, I s8) { return _mm512_dpbusd_epi32(d, u8, s8); }
+  static I dot_end(I d, int32_t) { return d; }
+
+  // ---- lane moves ----
+  template <int Imm>
+  static F permute(F v) { return _mm512_permute_ps(v, Imm); }
+  template <int Q>  // 16 floats are one vector: v1 is unused
+  static F quarter(F v0, F) { return _mm512_shuffle_f32x4(v0, v0, Q * 0x55); }
+  static F quarters_reversed(F v0, F, int) { return _mm512_shuffle_f32x4(v0, v0, 0x1B); }
+};
+#pragma GCC diagnostic pop
+#endif  // __AVX512F__
+
+}  // namespace
+}  // namespace mixq::kernels::x86
