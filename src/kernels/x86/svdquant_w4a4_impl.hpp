@@ -1,0 +1,228 @@
+#pragma once
+// The SVDQuant W4A4 linear (svdquant_w4a4.hpp) over a vector type V
+// (simd_traits.hpp), compiled once per target by svdquant_w4a4.avx2.cpp and
+// svdquant_w4a4.avx512.cpp. Bit-identical to kernels::svdquant_ref: the same
+// fp32 operations in the same order (the including file turns FMA contraction
+// off), and the integer group dots are exact.
+//
+// Per call: activation rows are quantized (offset-unsigned codes, per-group
+// scales and code sums) and the low-rank input lora = x·proj_down is formed;
+// then a register block of R rows × CB panels walks K group by group. A
+// 16-column panel is 16 / kLanes vectors ("halves" on AVX2), so the block
+// holds R·CB·16/kLanes int32 group accumulators and as many fp32 outputs.
+// Small M splits the panels over the threads (weights streamed once); larger
+// M splits rows.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "util/parallel.hpp"
+#include "kernels/ref/svdquant_common.hpp"
+#include "kernels/x86/simd_traits.hpp"
+#include "kernels/x86/svdquant_w4a4.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// Register block per target: rows × panels. AVX-512: 4 × 2 (8 int32 group
+// accumulators + 8 fp32 outputs in zmm); AVX2: 2 × 1 (4 + 4 ymm next to 4
+// unpacked weight vectors and 2 broadcasts, 14 of 16). Chosen by timing
+// `mixq bench --format svdquant_w4a4` at M = 1 and 4096.
+template <class V>
+struct SvdquantTile {
+  static constexpr int kRows = V::kLanes == 16 ? 4 : 2;
+  static constexpr int kPanels = V::kLanes == 16 ? 2 : 1;
+};
+constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
+
+// svdq::quantize_act_row vectorised, with the same fp32 operations, so the
+// codes, scales and sums are identical: (x + shift) / smooth; per 64-group
+// absmax ignoring NaN (vmaxps returns its second operand for a NaN first);
+// s = max(a, 1e-10) / qmax; code = clamp(rne(v / s)) + offset, where min/max
+// take the operands in the order that keeps a NaN like std::min/max do and
+// the truncating conversion turns it into byte 0 like the scalar cast.
+template <class V>
+void quantize_act_row(const float* x, const float* smooth, int64_t k, bool act_unsigned, float* tmp,
+                      uint8_t* codes, float* scales, int32_t* code_sums) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int L = V::kLanes;
+  const F shift = V::set1(act_unsigned ? svdq::kShift : 0.0f);
+  for (int64_t i = 0; i < k; i += L) V::store(tmp + i, V::div(V::add(V::load(x + i), shift), V::load(smooth + i)));
+  const float qmax = act_unsigned ? 15.0f : 7.0f;
+  const F vmax = V::set1(qmax), vlo = V::set1(act_unsigned ? 0.0f : -7.0f);
+  const F offset = V::set1(act_unsigned ? 0.0f : 8.0f);
+  const I byte = V::set1i(0xFF);
+  for (int64_t g = 0; g < k / svdq::kGroup; ++g) {
+    const float* v = tmp + g * svdq::kGroup;
+    F amax = V::zero();
+    for (int q = 0; q < svdq::kGroup / L; ++q) amax = V::max(V::abs(V::load(v + L * q)), amax);
+    const float s = std::max(V::reduce_max(amax), 1e-10f) / qmax;
+    const F vs = V::set1(s);
+    I sum = V::zeroi();
+    for (int q = 0; q < svdq::kGroup / L; ++q) {
+      F c = V::round(V::div(V::load(v + L * q), vs));
+      c = V::add(V::max(vlo, V::min(vmax, c)), offset);
+      const I ci = V::andi(V::cvtt(c), byte);
+      sum = V::addi(sum, ci);
+      V::store_bytes(codes + g * svdq::kGroup + L * q, ci);
+    }
+    scales[g] = s;
+    code_sums[g] = V::reduce_add(sum);
+  }
+}
+
+// svdq::lora_down_row for R rows at once (each proj_down row is read once for
+// all of them), two vectors of ranks per pass: lora[r][j] = lora[r][j] +
+// x[r][i]·p[i][j] in i order, product rounded first, as the reference.
+template <class V, int R>
+void lora_down_rows(const float* x, int64_t k, const float* proj_down, int64_t rank, float* lora) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  for (int64_t j0 = 0; j0 < rank; j0 += 2 * L) {
+    const typename V::M m0 = V::mask(rank - j0), m1 = V::mask(rank - j0 - L);
+    F acc[R][2];
+    for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
+    for (int64_t i = 0; i < k; ++i) {
+      const F p0 = V::loadz(m0, proj_down + i * rank + j0);
+      const F p1 = V::loadz(m1, proj_down + i * rank + j0 + L);
+      for (int r = 0; r < R; ++r) {
+        const F xi = V::set1(x[r * k + i]);
+        acc[r][0] = V::add(acc[r][0], V::mul(xi, p0));
+        acc[r][1] = V::add(acc[r][1], V::mul(xi, p1));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      V::store(lora + r * rank + j0, m0, acc[r][0]);
+      V::store(lora + r * rank + j0 + L, m1, acc[r][1]);
+    }
+  }
+}
+
+// Rows [m0, m0+R) × panels [p0, p0+CB): U = CB·16/kLanes vectors of columns,
+// vector u covering columns 16·p0 + kLanes·u.
+template <class V, int R, int CB>
+void block(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
+           float* y) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
+  const int64_t k8 = w.k / 8, np = pk.panels * 16, groups = a.groups;
+  const I low4 = V::set1b(0x0F);
+  F out[R][U];
+  for (int r = 0; r < R; ++r)
+    for (int u = 0; u < U; ++u) out[r][u] = V::zero();
+  for (int64_t g = 0; g < groups; ++g) {
+    I acc[R][U];
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) acc[r][u] = V::zeroi();
+    for (int64_t o = g * 8; o < g * 8 + 8; ++o) {
+      I lo[U], hi[U];
+      for (int u = 0; u < U; ++u) {
+        const I v = V::loadi(pk.weight.data() + ((p0 + u / H) * k8 + o) * 16 + L * (u % H));
+        lo[u] = V::andi(v, low4);
+        hi[u] = V::andi(V::template srli<4>(v), low4);
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* codes = a.codes.data() + (m0 + r) * a.k + o * 8;
+        const I a0 = V::bcast4(codes), a1 = V::bcast4(codes + 4);
+        for (int u = 0; u < U; ++u) {
+          acc[r][u] = V::dot4_small(acc[r][u], a0, lo[u]);
+          acc[r][u] = V::dot4_small(acc[r][u], a1, hi[u]);
+        }
+      }
+    }
+    for (int u = 0; u < U; ++u) {
+      const int64_t col = p0 * 16 + L * u;
+      const I colterm = V::loadi(pk.colterm.data() + g * np + col);
+      const F ws = V::load(pk.wscale.data() + g * np + col);
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = m0 + r;
+        I dot = V::subi(acc[r][u], colterm);
+        dot = V::subi(dot, V::set1i(8 * a.sums[row * groups + g]));
+        const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
+        out[r][u] = V::add(out[r][u], V::mul(V::cvt(dot), sc));
+      }
+    }
+  }
+  // y = (main + lora·proj_upᵀ) + bias, the low-rank sum in r order.
+  for (int u = 0; u < U; ++u) {
+    const int64_t col = p0 * 16 + L * u;
+    const typename V::M mask = V::mask(w.n - col);
+    for (int r = 0; r < R; ++r) {
+      const float* lora = a.lora.data() + (m0 + r) * a.rank;
+      F low = V::zero();
+      for (int64_t j = 0; j < a.rank; ++j)
+        low = V::add(low, V::mul(V::set1(lora[j]), V::load(pk.proj_up_t.data() + j * np + col)));
+      F v = V::add(out[r][u], low);
+      if (!w.bias.empty()) v = V::add(v, V::loadz(mask, w.bias.data() + col));
+      V::store(y + (m0 + r) * w.n + col, mask, v);
+    }
+  }
+}
+
+// Rows [m_begin, m_end) against CB panels from p, kRows rows at a time, then
+// the remaining rows in one smaller block.
+template <class V, int CB>
+void rows(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin,
+          int64_t m_end, int64_t p, float* y) {
+  constexpr int R = SvdquantTile<V>::kRows;
+  int64_t m = m_begin;
+  for (; m + R <= m_end; m += R) block<V, R, CB>(w, pk, a, m, p, y);
+  switch (m_end - m) {
+    case 3: if constexpr (R > 3) block<V, 3, CB>(w, pk, a, m, p, y); break;
+    case 2: if constexpr (R > 2) block<V, 2, CB>(w, pk, a, m, p, y); break;
+    case 1: block<V, 1, CB>(w, pk, a, m, p, y); break;
+    default: break;
+  }
+}
+
+// Panel groups outer, rows inner: a group of kPanels panels (kPanels·K/2
+// bytes) is fetched once and reused from L1/L2 by every row of the range.
+// (Rows outer re-read the whole weight from L3 for every few rows: 3x slower
+// at M = 4096 on AVX-512.)
+template <class V>
+void run(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end,
+         int64_t p_begin, int64_t p_end, float* y) {
+  constexpr int CB = SvdquantTile<V>::kPanels;
+  int64_t p = p_begin;
+  for (; p + CB <= p_end; p += CB) rows<V, CB>(w, pk, a, m_begin, m_end, p, y);
+  if constexpr (CB > 1) {
+    if (p < p_end) rows<V, 1>(w, pk, a, m_begin, m_end, p, y);
+  }
+}
+
+// The whole linear; always inlined into its one per-target entry point, so
+// each target compiles it as one function.
+template <class V>
+__attribute__((always_inline)) inline void svdquant_forward(const SvdquantWeights& w, const SvdquantPacked& pk,
+                                                            const float* x, int64_t m, float* y) {
+  SvdquantActs a(w, m);
+  util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
+    std::vector<float> tmp(w.k);
+    for (int64_t r = begin; r < end; ++r)
+      quantize_act_row<V>(x + r * w.k, w.smooth.data(), w.k, w.act_unsigned, tmp.data(), a.codes.data() + r * w.k,
+                          a.scales.data() + r * a.groups, a.sums.data() + r * a.groups);
+    int64_t r = begin;
+    for (; r + 4 <= end; r += 4)
+      lora_down_rows<V, 4>(x + r * w.k, w.k, w.proj_down.data(), w.rank, a.lora.data() + r * w.rank);
+    for (; r < end; ++r) lora_down_rows<V, 1>(x + r * w.k, w.k, w.proj_down.data(), w.rank, a.lora.data() + r * w.rank);
+  });
+  constexpr int64_t CB = SvdquantTile<V>::kPanels;
+  if (m <= 16) {
+    // Memory-bound: each thread streams its own panels once.
+    const int64_t groups = (pk.panels + CB - 1) / CB;
+    util::parallel_for(groups, 1, [&](int64_t begin, int64_t end, int) {
+      run<V>(w, pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), y);
+    });
+  } else {
+    util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t b = begin; b < end; ++b)
+        run<V>(w, pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, y);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
