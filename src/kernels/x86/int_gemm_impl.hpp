@@ -1,0 +1,405 @@
+#pragma once
+// The integer linear (layouts and roles: int_pack.hpp) over a vector type V
+// (simd_traits.hpp), compiled once per target by int_gemm.avx2.cpp and
+// int_gemm.avx512.cpp.
+//
+// forward(x, m):
+//  * small M (<= kGemvRows): quantize all tokens once, then split the weight
+//    panels over the threads; each thread walks its tiles of P panels as P
+//    independent memory streams (one per panel of the tile), so the weights
+//    are read from DRAM exactly once per call.
+//  * large M: split the tokens into blocks of MC rows (one block per task);
+//    a task rotates + quantizes its rows into an L2-resident activation block
+//    and runs every weight tile (P·16 columns, L2-resident while all of the
+//    block's 6-row panels use it) over it. Activations never go to DRAM in
+//    quantized form; rotation and quantization are a few % of the work.
+// The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
+// AVX-512 6 × 4 panels (24 zmm accumulators, 4 weight registers, 1
+// broadcast), AVX2 6 × 1 panel (12 ymm accumulators, 2 weight registers, 1
+// broadcast). It runs a full K per call; its int32 results go through one
+// epilogue with the exact operation order of the reference (int_kernel.hpp).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/hadamard_fast_impl.hpp"
+#include "util/parallel.hpp"
+#include "kernels/x86/int_pack.hpp"
+#include "kernels/x86/simd_traits.hpp"
+#include "mixq/threads.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// Per-target tuning.
+//  kTilePanels: weight panels per register tile (see above).
+//  kActBlockBytes: quantized activation rows per large-M block: the block
+//    stays in L2 next to one weight tile while every tile streams over it, so
+//    a tile fetched from L3 is reused by as many 6-token panels as possible.
+//    AVX-512: 768 KiB measured best among 384 / 768 / 1200 KiB at M = 4096,
+//    K = N = 3072 (bench_linear_int); AVX2: 256 KiB.
+//  kStreamPrefetchBytes: small M (weights from DRAM) prefetches each of the P
+//    weight streams this far ahead; 0 = none. On AVX-512 the hardware
+//    prefetchers alone left the M = 1 loops well below the read bandwidth (1
+//    and 4 KiB were no better; bench_linear_int re-measures it). Not used for
+//    large M, where weights come from L2 and the extra loads measured slower.
+//  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
+//    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
+template <int Lanes>
+struct IntTile;
+template <>
+struct IntTile<16> {
+  static constexpr int kTilePanels = 4;
+  static constexpr int64_t kActBlockBytes = 768 * 1024;
+  static constexpr int64_t kStreamPrefetchBytes = 2048;
+  static constexpr bool kX16 = true;
+};
+template <>
+struct IntTile<8> {
+  static constexpr int kTilePanels = 1;
+  static constexpr int64_t kActBlockBytes = 256 * 1024;
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+  static constexpr bool kX16 = false;
+};
+
+constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
+
+struct ActBlock {
+  std::vector<int8_t> q;     // panels of kMr tokens, layout in int_pack.hpp
+  std::vector<float> scale;  // [rows]
+  std::vector<int32_t> sum;  // [rows] Σ_k q
+  std::vector<float> tmp;    // one rotated row
+};
+
+// Q8row / Q4row of one row (T = f32) written into its panel slot. Same
+// operations as quant::q8row / q4row: absmax ignoring NaN, one fp32 division
+// for the scale, x / s rounded half-to-even, clamped, NaN -> 0.
+//
+// `low_x16` (int4 weights with int4 activations, see WeightMode::int4_x16):
+// the values at k with k % 8 < 4 (they meet the weights' low nibbles) are
+// stored times 16 (|16·q| <= 112 fits int8); the row sum stays unscaled.
+template <class V>
+void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_x16, int8_t* panel, int r,
+                  float* scale_out, int32_t* sum_out) {
+  using F = typename V::F;
+  using I = typename V::I;
+  constexpr int L = V::kLanes;
+  F amax = V::zero();
+  int64_t i = 0;
+  for (; i + L <= k; i += L) amax = V::max(V::abs(V::load(x + i)), amax);
+  if (i < k) amax = V::max(V::abs(V::loadz(V::mask(k - i), x + i)), amax);
+  const float a = V::reduce_max(amax);
+  float s;
+  float lo, hi;
+  if (act == ActQuant::q8row) {
+    s = std::max(a / 127.0f, 1e-30f);
+    lo = -128.0f;
+    hi = 127.0f;
+  } else {
+    s = std::max(a, 1e-10f) / 7.0f;
+    lo = -7.0f;
+    hi = 7.0f;
+  }
+  *scale_out = s;
+  const F vs = V::set1(s), vlo = V::set1(lo), vhi = V::set1(hi);
+  I vsum = V::zeroi();
+  const int64_t steps = kp / 4;
+  // Lanes i..i+kLanes-1 with i % kLanes == 0: k % 8 < 4 in lanes 0-3 (and 8-11).
+  alignas(64) static constexpr int32_t kX16[16] = {16, 16, 16, 16, 1, 1, 1, 1, 16, 16, 16, 16, 1, 1, 1, 1};
+  const I x16 = V::loadi(kX16);
+  for (i = 0; i < kp; i += L) {
+    const int64_t left = k - i;
+    F v;
+    if (left >= L) v = V::load(x + i);
+    else if (left > 0) v = V::loadz(V::mask(left), x + i);
+    else v = V::zero();
+    F qv = V::div(v, vs);
+    const typename V::MF ordered = V::ordered(qv);
+    qv = V::min(V::max(qv, vlo), vhi);
+    const I qi = V::cvtr_where(ordered, qv);
+    vsum = V::addi(vsum, qi);
+    const I stored = low_x16 ? V::mullo(qi, x16) : qi;
+    alignas(16) int32_t words[L / 4];
+    V::store_i8(reinterpret_cast<int8_t*>(words), stored);
+    const int64_t kk0 = i / 4;
+    for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * kMr + r) * 4, &words[w], 4);
+  }
+  *sum_out = V::reduce_add(vsum);
+}
+
+// How the micro-kernel reads the weight panels (int_pack.hpp):
+//  int8:     one panel row is the u8 operand as is;
+//  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
+//            per 64 weight bytes;
+//  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
+//            nibbles in place (v & 0xF0 = 16·high) against plain activations:
+//            2 ops, and every product carries the factor 16, which the
+//            epilogue removes with an exact arithmetic shift. Needs int4
+//            activations (16·q must fit int8).
+enum class WeightMode { int8, int4, int4_x16 };
+
+// acc[r][c] over the full padded K for MR tokens of one activation panel and
+// the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
+// out[r][P·16] (int32, offset not removed). objdump (g++ 12): the k loops keep
+// every accumulator in a register (loads, broadcasts and dot products only).
+template <class V, int MR, WeightMode Mode, bool Stream>
+void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
+  using I = typename V::I;
+  constexpr int L = V::kLanes, H = 16 / L, P = IntTile<L>::kTilePanels, NV = P * H;
+  constexpr int64_t kAhead = IntTile<L>::kStreamPrefetchBytes;
+  I c[MR][NV];
+  MIXQ_UNROLL
+  for (int r = 0; r < MR; ++r)
+    MIXQ_UNROLL
+    for (int v = 0; v < NV; ++v) c[r][v] = V::zeroi();
+  const uint8_t* bp[P];
+  MIXQ_UNROLL
+  for (int p = 0; p < P; ++p) bp[p] = b[p];
+  // Column vector v of step `offset` (64 bytes per panel and step).
+  auto load = [&](int v, int64_t offset) { return V::loadi_a(bp[v / H] + offset + 4 * L * (v % H)); };
+  auto prefetch = [&](int64_t offset) {
+    if constexpr (Stream && kAhead > 0) {
+      MIXQ_UNROLL
+      for (int p = 0; p < P; ++p) _mm_prefetch(reinterpret_cast<const char*>(bp[p] + offset + kAhead), _MM_HINT_T0);
+    }
+  };
+  // Every row's 4 activation bytes at ak against the weight vectors w.
+  auto rows = [&](const int8_t* ak, const I* w) {
+    MIXQ_UNROLL
+    for (int r = 0; r < MR; ++r) {
+      const I x = V::bcast4(ak + 4 * r);
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) {
+        if constexpr (Mode == WeightMode::int8) c[r][v] = V::dot4(c[r][v], w[v], x);
+        else c[r][v] = V::dot4_small(c[r][v], w[v], x);
+      }
+    }
+  };
+  if constexpr (Mode == WeightMode::int8) {
+    for (int64_t kk = 0; kk < kp / 4; ++kk) {
+      I w[NV];
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) w[v] = load(v, kk * 64);
+      prefetch(kk * 64);
+      rows(a + kk * kMr * 4, w);
+    }
+  } else if constexpr (Mode == WeightMode::int4_x16) {
+    const I lo = V::set1b(0x0F), hi = V::set1b(static_cast<int8_t>(0xF0));
+    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
+      prefetch(k8 * 64);
+      I w[NV];
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), lo);
+      rows(a + 2 * k8 * kMr * 4, w);
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), hi);
+      rows(a + (2 * k8 + 1) * kMr * 4, w);
+    }
+  } else {
+    const I mask = V::set1b(0x0F);
+    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
+      prefetch(k8 * 64);
+      I w[NV];
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), mask);
+      rows(a + 2 * k8 * kMr * 4, w);
+      MIXQ_UNROLL
+      for (int v = 0; v < NV; ++v) w[v] = V::andi(V::template srli16<4>(load(v, k8 * 64)), mask);
+      rows(a + (2 * k8 + 1) * kMr * 4, w);
+    }
+  }
+  MIXQ_UNROLL
+  for (int r = 0; r < MR; ++r)
+    MIXQ_UNROLL
+    for (int v = 0; v < NV; ++v) V::storei_a(out + r * P * 16 + v * L, c[r][v]);
+}
+
+using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*);
+
+template <class V, WeightMode Mode, bool Stream>
+MicroFn micro_for(int rows) {
+  switch (rows) {
+    case 1: return micro<V, 1, Mode, Stream>;
+    case 2: return micro<V, 2, Mode, Stream>;
+    case 3: return micro<V, 3, Mode, Stream>;
+    case 4: return micro<V, 4, Mode, Stream>;
+    case 5: return micro<V, 5, Mode, Stream>;
+    default: return micro<V, 6, Mode, Stream>;
+  }
+}
+
+template <class V, WeightMode Mode>
+MicroFn micro_for(int rows, bool stream) {
+  if constexpr (IntTile<V::kLanes>::kStreamPrefetchBytes > 0)
+    if (stream) return micro_for<V, Mode, true>(rows);
+  return micro_for<V, Mode, false>(rows);
+}
+
+template <class V>
+MicroFn micro_for(int rows, WeightMode mode, bool stream) {
+  switch (mode) {
+    case WeightMode::int8: return micro_for<V, WeightMode::int8>(rows, stream);
+    case WeightMode::int4: return micro_for<V, WeightMode::int4>(rows, stream);
+    default:
+      if constexpr (IntTile<V::kLanes>::kX16) return micro_for<V, WeightMode::int4_x16>(rows, stream);
+      else return nullptr;  // never chosen (see the constructor)
+  }
+}
+
+template <class V>
+class SimdIntKernel final : public IntKernel {
+  static constexpr int P = IntTile<V::kLanes>::kTilePanels;
+
+ public:
+  SimdIntKernel(const IntLayerDesc& d, std::string_view name)
+      : name_(name),
+        group_(d.group),
+        act_(d.act),
+        epilogue_(d.epilogue),
+        w_(pack_int_weights(d)),
+        // int4_x16 sums 16·(w+8)·q: |16·15·7| per product, so int32 holds K up to ~1.2 M.
+        mode_(!w_.int4                                                  ? WeightMode::int8
+              : IntTile<V::kLanes>::kX16 && d.act == ActQuant::q4row ? WeightMode::int4_x16
+                                                                       : WeightMode::int4) {}
+
+  std::string_view name() const override { return name_; }
+
+  void forward(const float* x, int64_t m, float* y) const override {
+    if (m <= 0) return;
+    if (m <= kGemvRows) forward_small(x, m, y);
+    else forward_large(x, m, y);
+  }
+
+ private:
+  // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk.
+  void prepare(const float* x, int64_t rows, ActBlock& blk) const {
+    const int64_t k = w_.k, kp = w_.kp;
+    const int64_t panels = (rows + kMr - 1) / kMr;
+    blk.q.assign(static_cast<size_t>(panels * kp * kMr), 0);
+    blk.scale.resize(static_cast<size_t>(panels * kMr));
+    blk.sum.resize(static_cast<size_t>(panels * kMr));
+    if (group_ > 0) blk.tmp.resize(static_cast<size_t>(k));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = x + r * k;
+      if (group_ > 0) {
+        std::memcpy(blk.tmp.data(), src, static_cast<size_t>(k) * sizeof(float));
+        hadamard_row<V>(blk.tmp.data(), k, group_);
+        src = blk.tmp.data();
+      }
+      quantize_row<V>(src, k, kp, act_, mode_ == WeightMode::int4_x16, blk.q.data() + (r / kMr) * kp * kMr,
+                      static_cast<int>(r % kMr), &blk.scale[static_cast<size_t>(r)],
+                      &blk.sum[static_cast<size_t>(r)]);
+    }
+  }
+
+  // Offset removal, scales, bias; stores the valid columns of the P panels.
+  void epilogue(const int32_t* acc, int rows, int64_t row0, const ActBlock& blk, int64_t blk_row0,
+                const int64_t* panel, float* y) const {
+    using F = typename V::F;
+    using I = typename V::I;
+    constexpr int L = V::kLanes, H = 16 / L;
+    const int64_t n = w_.n;
+    for (int r = 0; r < rows; ++r) {
+      const int64_t br = blk_row0 + r;
+      const uint32_t offset =
+          static_cast<uint32_t>(w_.weight_bias) * static_cast<uint32_t>(blk.sum[static_cast<size_t>(br)]);
+      const I voff = V::set1i(static_cast<int32_t>(offset));
+      const F sx = V::set1(blk.scale[static_cast<size_t>(br)]);
+      float* yr = y + (row0 + r) * n;
+      for (int v = 0; v < P * H; ++v) {
+        const int64_t col = panel[v / H] * kPanelCols + (v % H) * L;
+        if (col >= n) continue;
+        I raw = V::loadi(acc + r * P * 16 + v * L);
+        if (mode_ == WeightMode::int4_x16) raw = V::template srai<4>(raw);  // exact: a multiple of 16
+        const F f = V::cvt(V::subi(raw, voff));
+        const F sw = V::load(w_.scale.data() + col);
+        F out;
+        if (epilogue_ == Epilogue::scale_product) out = V::mul(f, V::mul(sx, sw));
+        else out = V::mul(V::mul(f, sx), sw);
+        if (!w_.bias.empty()) out = V::add(out, V::load(w_.bias.data() + col));
+        V::store_first(yr + col, n - col, out);
+      }
+    }
+  }
+
+  // Asks for the output lines of a tile before its micro-kernel runs. Every
+  // line of y is written exactly once, so without this each epilogue store
+  // misses to DRAM and the store buffer stalls the core (~15 % of the M =
+  // 4096 time on AVX-512); the micro-kernel takes microseconds, ample time to
+  // fetch.
+  void prefetch_output(int64_t row, int rows, const int64_t* panel, float* y) const {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < P; ++c) {
+        const int64_t col = panel[c] * kPanelCols;
+        if (col < w_.n) _mm_prefetch(reinterpret_cast<const char*>(y + (row + r) * w_.n + col), _MM_HINT_ET0);
+      }
+  }
+
+  // Runs P weight panels over every activation panel of blk (rows tokens);
+  // `stream` when the panels come from DRAM (small M).
+  void run_tile(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel, bool stream, float* y) const {
+    alignas(64) int32_t acc[kMr * P * 16];
+    const uint8_t* b[P];
+    for (int c = 0; c < P; ++c) b[c] = w_.panel(panel[c]);
+    for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
+      const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
+      prefetch_output(row0 + r0, mr, panel, y);
+      micro_for<V>(mr, mode_, stream)(a, w_.kp, b, acc);
+      epilogue(acc, mr, row0 + r0, blk, r0, panel, y);
+    }
+  }
+
+  void forward_small(const float* x, int64_t m, float* y) const {
+    thread_local ActBlock blk;
+    prepare(x, m, blk);
+    const ActBlock& shared = blk;
+    const int64_t tiles = w_.panels / P;
+    util::parallel_for(tiles, 1, [&](int64_t q0, int64_t q1, int) {
+      // P streams: register panel c walks panels [P·q0 + c·L, P·q0 + (c+1)·L).
+      const int64_t len = q1 - q0;
+      for (int64_t t = 0; t < len; ++t) {
+        int64_t panel[P];
+        for (int c = 0; c < P; ++c) panel[c] = P * q0 + c * len + t;
+        run_tile(shared, m, 0, panel, true, y);
+      }
+    });
+  }
+
+  void forward_large(const float* x, int64_t m, float* y) const {
+    // Block rows so that the quantized block stays in L2 and the blocks split
+    // evenly over the threads.
+    const int64_t by_cache = std::max<int64_t>(kMr, (IntTile<V::kLanes>::kActBlockBytes / w_.kp) / kMr * kMr);
+    const int64_t threads = std::max(1, mixq::num_threads());
+    int64_t blocks = (m + by_cache - 1) / by_cache;
+    blocks = (blocks + threads - 1) / threads * threads;
+    const int64_t mc = ((m + blocks - 1) / blocks + kMr - 1) / kMr * kMr;
+    const int64_t nblocks = (m + mc - 1) / mc;
+    util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
+      thread_local ActBlock blk;
+      for (int64_t bi = b0; bi < b1; ++bi) {
+        const int64_t row0 = bi * mc;
+        const int64_t rows = std::min(mc, m - row0);
+        prepare(x + row0 * w_.k, rows, blk);
+        for (int64_t q = 0; q < w_.panels / P; ++q) {
+          int64_t panel[P];
+          for (int c = 0; c < P; ++c) panel[c] = P * q + c;
+          run_tile(blk, rows, row0, panel, false, y);
+        }
+      }
+    });
+  }
+
+  std::string_view name_;
+  int64_t group_;
+  ActQuant act_;
+  Epilogue epilogue_;
+  PackedIntWeights w_;
+  WeightMode mode_;
+};
+
+}  // namespace
+}  // namespace mixq::kernels::x86
