@@ -78,7 +78,7 @@ TEST(CheckpointPageCache, OpenDoesNotReadTensorData) {
   // The measurement does see reads: touching one tensor makes it resident.
   const TensorView& last = c.tensors().back();
   volatile uint8_t sum = 0;
-  for (size_t i = 0; i < last.data.size(); i += 4096) sum += static_cast<uint8_t>(last.data[i]);
+  for (size_t i = 0; i < last.data.size(); i += 4096) sum = sum + static_cast<uint8_t>(last.data[i]);
   EXPECT_GE(resident_bytes(last.data), static_cast<uint64_t>(kTensorBytes) - 4096);
   (void)sum;
   fs::remove(path);

@@ -72,7 +72,9 @@ TEST(CliPlan, RejectionsExitOneWithTheReason) {
   EXPECT_EQ(j["accepted"], false);
   EXPECT_NE(tp8.err.find("blocks.0.attn.out_proj"), std::string::npos) << tp8.err;
   for (const json& l : j["layers"])
-    if (l["prefix"] == "blocks.0.attn.out_proj") EXPECT_EQ(l["admits_tp"], false);
+    if (l["prefix"] == "blocks.0.attn.out_proj") {
+      EXPECT_EQ(l["admits_tp"], false);
+    }
 
   EXPECT_EQ(run_cli({"plan", path}).exit_code, 0);  // comfyui accepts any mixture
   EXPECT_EQ(run_cli({"plan", path, "--profile", "vllm"}).exit_code, 2);

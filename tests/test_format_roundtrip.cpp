@@ -36,6 +36,31 @@ void expect_allclose(const std::vector<float>& a, const std::vector<float>& b, d
   EXPECT_EQ(bad, 0u) << "of " << a.size();
 }
 
+// max over 16-element blocks of max |a - b| / max |b| (b: [n, k_source],
+// a: [n, k] with k >= k_source, the padding compared against 0).
+double worst_block_error(const std::vector<float>& a, const std::vector<float>& b, int64_t n, int64_t k,
+                         int64_t k_source) {
+  double worst = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c0 = 0; c0 < k; c0 += 16) {
+      double amax = 0, err = 0;
+      for (int64_t c = c0; c < std::min(k, c0 + 16); ++c) {
+        const double want = c < k_source ? b[r * k_source + c] : 0.0;
+        amax = std::max(amax, std::fabs(want));
+        err = std::max(err, std::fabs(double(a[r * k + c]) - want));
+      }
+      if (amax > 0) worst = std::max(worst, err / amax);
+    }
+  return worst;
+}
+
+// NVFP4 per block: the step between E2M1 levels is at most 2 (4 -> 6), so
+// rounding moves an element by at most T = g·S, the block's scale, which is
+// amax/6 up to the E4M3 rounding of S (at most 1/16 relative; a scale rounded
+// down clamps by less: amax/16). Bound: (17/16)·amax/6 = 0.177·amax;
+// measured on the shapes below: 0.146-0.1725.
+constexpr double kNvfp4BlockBound = 17.0 / 16.0 / 6.0;
+
 void expect_deterministic(const FormatTraits& f, const std::vector<float>& w, int64_t n, int64_t k,
                           const nlohmann::json& params) {
   const auto a = f.quantize(w.data(), n, k, apply_defaults(f, params));
@@ -117,7 +142,7 @@ TEST(Nvfp4Roundtrip, AwkwardShapesWithinSpecTolerance) {
     const auto layer = quantized_layer(format("nvfp4"), w, c.n, c.k, {}, bias);
     EXPECT_EQ(layer->layer.out_features, c.n);  // from the bias
     EXPECT_EQ(layer->layer.in_features, c.k);   // multiple of 16: stored K is exact
-    expect_allclose(dequantized(layer->layer), w, 0.5, 2.0);
+    EXPECT_LE(worst_block_error(dequantized(layer->layer), w, c.n, c.k, c.k), kNvfp4BlockBound);
     EXPECT_LT(mean_error_over_max(dequantized(layer->layer), w), 0.05);
     expect_deterministic(format("nvfp4"), w, c.n, c.k, {});
     expect_file_roundtrip(format("nvfp4"), w, c.n, c.k, {}, bias, Basis::original);
@@ -132,10 +157,9 @@ TEST(Nvfp4Roundtrip, UnalignedKReportsPaddedKWithZeroColumns) {
   EXPECT_EQ(layer->layer.in_features, 80);
   EXPECT_FALSE(layer->layer.warnings.empty());
   const auto deq = dequantized(layer->layer);
-  for (int64_t r = 0; r < n; ++r) {
+  for (int64_t r = 0; r < n; ++r)
     for (int64_t c = k; c < 80; ++c) EXPECT_EQ(deq[r * 80 + c], 0.0f);
-    for (int64_t c = 0; c < k; ++c) EXPECT_NEAR(deq[r * 80 + c], w[r * k + c], 0.5 + 0.5 * std::fabs(w[r * k + c]));
-  }
+  EXPECT_LE(worst_block_error(deq, w, n, 80, k), kNvfp4BlockBound);
 }
 
 TEST(Mxfp8Roundtrip, AwkwardShapes) {

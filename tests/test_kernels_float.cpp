@@ -30,6 +30,7 @@
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
+#include "support/kernel_paths.hpp"
 #include "support/test_support.hpp"
 
 namespace mixq {
@@ -69,8 +70,8 @@ std::string missing(Path p, bool nvfp4) {
 class OnPath : public ::testing::TestWithParam<Path> {
  protected:
   void SetUp() override {
-    if (const std::string why = missing(GetParam(), nvfp4()); !why.empty())
-      GTEST_SKIP() << "path " << path_name({GetParam(), 0}) << " needs " << why << ", absent on this CPU";
+    MIXQ_KERNEL_PATH_OR_SKIP(std::string(nvfp4() ? "nvfp4:" : "float_gemm:") + path_name({GetParam(), 0}),
+                             isa_of(GetParam()), missing(GetParam(), nvfp4()));
     kernels::set_isa(isa_of(GetParam()));
   }
   void TearDown() override { kernels::set_isa(kernels::best_isa()); }
@@ -353,7 +354,6 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
   struct Shape { int64_t n, k; };
   for (Shape s : {Shape{37, 600}, Shape{50, 3}, Shape{100, 17}, Shape{16, 64}, Shape{49, 1031}}) {
     for (int variant = 0; variant < 3; ++variant) {  // e4m3 x, e5m2 x, bf16 x
-      const DType dt = variant == 1 ? DType::F8_E5M2 : DType::F8_E4M3;
       std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 5 + s.k, 0.1f);
       for (float& v : w)
         v = variant == 2 ? round_to(DType::BF16, v)
@@ -392,15 +392,18 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
 TEST(FloatDot, ForcingAndAutomaticChoice) {
   if (!kernels::has_avx512_vnni_bf16()) {
     EXPECT_EQ(kernels::measured_float_dot(), kernels::FloatDot::fma);  // no vdpbf16ps at all
-    GTEST_SKIP() << "no AVX-512 BF16: the avx512 float cores never run";
   }
+  MIXQ_KERNEL_PATH_OR_SKIP("float_dot:avx512_bf16", kernels::Isa::avx512,
+                           kernels::has_avx512_vnni_bf16() ? "" : "AVX-512 VNNI/BF16");
   kernels::set_float_dot(kernels::FloatDot::bf16);
   EXPECT_EQ(kernels::float_dot(), kernels::FloatDot::bf16);
   kernels::set_float_dot(kernels::FloatDot::fma);
   EXPECT_EQ(kernels::float_dot(), kernels::FloatDot::fma);
   kernels::set_float_dot(std::nullopt);
   const kernels::FloatDot measured = kernels::measured_float_dot();
-  if (!std::getenv("MIXQ_FLOAT_DOT")) EXPECT_EQ(kernels::float_dot(), measured);
+  if (!std::getenv("MIXQ_FLOAT_DOT")) {
+    EXPECT_EQ(kernels::float_dot(), measured);
+  }
   EXPECT_EQ(kernels::parse_float_dot("fma"), kernels::FloatDot::fma);
   EXPECT_EQ(kernels::parse_float_dot("bf16"), kernels::FloatDot::bf16);
   EXPECT_EQ(kernels::parse_float_dot("auto"), std::nullopt);
@@ -414,8 +417,12 @@ TEST(FloatDot, ForcingAndAutomaticChoice) {
   EXPECT_LT(ms, 50.0) << "the probe must stay short";
   // The cached choice came from an earlier probe; on a shared machine rates
   // drift, so only a clear winner (1.5x) must match it.
-  if (p.fma_gflops > 1.5 * p.bf16_gflops) EXPECT_EQ(measured, kernels::FloatDot::fma);
-  if (p.bf16_gflops > 1.5 * p.fma_gflops) EXPECT_EQ(measured, kernels::FloatDot::bf16);
+  if (p.fma_gflops > 1.5 * p.bf16_gflops) {
+    EXPECT_EQ(measured, kernels::FloatDot::fma);
+  }
+  if (p.bf16_gflops > 1.5 * p.fma_gflops) {
+    EXPECT_EQ(measured, kernels::FloatDot::bf16);
+  }
 }
 
 }  // namespace

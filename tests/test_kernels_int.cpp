@@ -19,6 +19,7 @@
 #include "mixq/error.hpp"
 #include "numeric/hadamard.hpp"
 #include "mixq/linear.hpp"
+#include "support/kernel_paths.hpp"
 
 namespace {
 
@@ -77,10 +78,12 @@ void check_case(const Case& c, uint64_t seed) {
   // Every fast path this CPU can run: AVX-512 VNNI, AVX2 (+AVX-VNNI when the
   // CPU has it), and AVX2 without VNNI (vpmaddubsw emulation).
   std::vector<std::unique_ptr<IntKernel>> fast_kernels;
-  if (best_isa() >= Isa::avx512) fast_kernels.push_back(make_int_kernel_avx512(d));
-  if (best_isa() >= Isa::avx2) {
-    fast_kernels.push_back(make_int_kernel_avx2(d));
+  using mixq::testing::kernel_path;
+  if (kernel_path("int_gemm:avx512_vnni", Isa::avx512)) fast_kernels.push_back(make_int_kernel_avx512(d));
+  if (kernel_path("int_gemm:avx2_vpmaddubsw", Isa::avx2)) {
+    fast_kernels.push_back(make_int_kernel_avx2(d));  // AVX-VNNI when the CPU has it
     fast_kernels.push_back(make_int_kernel_avx2_novnni(d));
+    kernel_path("int_gemm:avx2_vnni", Isa::avx2, cpu_has_avx_vnni() ? "" : "AVX-VNNI");
   }
   for (auto& fast : fast_kernels) {
     ASSERT_TRUE(fast);
@@ -145,11 +148,11 @@ TEST(IntKernels, DispatchFollowsTheActiveIsa) {
   EXPECT_EQ(make_int_kernel(d, Isa::reference)->name(), "ref");
   set_isa(Isa::reference);
   EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "ref");
-  if (best_isa() >= Isa::avx2) {
+  if (mixq::testing::kernel_path("int_dispatch:avx2", Isa::avx2)) {
     set_isa(Isa::avx2);
     EXPECT_EQ(make_int_kernel(d, active_isa())->name().substr(0, 4), "avx2");
   }
-  if (best_isa() >= Isa::avx512) {
+  if (mixq::testing::kernel_path("int_dispatch:avx512", Isa::avx512)) {
     set_isa(Isa::avx512);
     EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "avx512_vnni");
   }
@@ -185,12 +188,12 @@ TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
       std::vector<float> scalar = x;
       mixq::hadamard_rotate_row(scalar.data(), k, g);
       EXPECT_EQ(0, std::memcmp(scalar.data(), want.data(), x.size() * 4)) << "scalar g=" << g;
-      if (best_isa() >= Isa::avx2) {
+      if (mixq::testing::kernel_path("hadamard:avx2", Isa::avx2)) {
         std::vector<float> fast = x;
         hadamard_row_avx2(fast.data(), k, g);
         EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx2 g=" << g << " k=" << k;
       }
-      if (best_isa() >= Isa::avx512) {
+      if (mixq::testing::kernel_path("hadamard:avx512", Isa::avx512)) {
         std::vector<float> fast = x;
         hadamard_row_avx512(fast.data(), k, g);
         EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx512 g=" << g << " k=" << k;

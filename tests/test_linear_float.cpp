@@ -22,6 +22,7 @@
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
+#include "support/kernel_paths.hpp"
 #include "support/test_support.hpp"
 
 namespace mixq {
@@ -89,8 +90,8 @@ struct FloatPath {
 class LinearFloatIsa : public ::testing::TestWithParam<FloatPath> {
  protected:
   void SetUp() override {
-    if (kernels::best_isa() < GetParam().isa)
-      GTEST_SKIP() << "ISA path " << kernels::isa_name(GetParam().isa) << " is absent on this CPU";
+    MIXQ_KERNEL_PATH_OR_SKIP(std::string("linear_float:") + GetParam().name, GetParam().isa,
+                             testing::missing_isa(GetParam().isa));
     kernels::set_isa(GetParam().isa);
     kernels::set_float_dot(GetParam().dot);
   }
@@ -162,7 +163,8 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
 
 // A layer takes the float dot in force when it is created and says so.
 TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
-  if (kernels::best_isa() < kernels::Isa::avx512) GTEST_SKIP() << "no avx512 path on this CPU";
+  MIXQ_KERNEL_PATH_OR_SKIP("linear_float:kernel_names", kernels::Isa::avx512,
+                           testing::missing_isa(kernels::Isa::avx512));
   const Case c{"float8_e4m3fn", false, 37, 70, 0};
   auto s = build(c, 5);
   kernels::set_float_dot(kernels::FloatDot::bf16);
@@ -199,7 +201,9 @@ TEST(LinearFloat, AgreesWithFloatLinearOverDequantizedWeight) {
     RecordProperty(name_of(c), std::to_string(rel));
     std::printf("%-36s relative error %.4g (bound %.3g)\n", name_of(c).c_str(), rel, c.quant_error);
     EXPECT_LT(rel, c.quant_error);
-    if (c.format && !c.full_precision) EXPECT_GT(rel, 1e-4) << "activation quantization must show";
+    if (c.format && !c.full_precision) {
+      EXPECT_GT(rel, 1e-4) << "activation quantization must show";
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include "kernels/ref/svdquant_ref.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 #include "mixq/linear.hpp"
+#include "support/kernel_paths.hpp"
 #include "support/test_support.hpp"
 #include "test_format_helpers.hpp"
 #include "test_format_svdquant_helpers.hpp"
@@ -83,8 +84,10 @@ TEST(SvdquantLinear, FastEqualsReferenceOnEveryIsa) {
         if (act_unsigned)  // post-GELU-like: >= -0.17
           for (float& v : x) v = std::max(v, -0.17f);
         const std::vector<float> ref = run(l->layer, KernelChoice::reference, x, m);
-        for (int isa = 0; isa <= static_cast<int>(kernels::best_isa()); ++isa) {
-          kernels::set_isa(static_cast<kernels::Isa>(isa));
+        for (int isa = 0; isa <= static_cast<int>(kernels::Isa::avx512); ++isa) {
+          const auto level = static_cast<kernels::Isa>(isa);
+          if (!testing::kernel_path("svdquant:" + std::string(kernels::isa_name(level)), level)) continue;
+          kernels::set_isa(level);
           const std::vector<float> fast = run(l->layer, KernelChoice::automatic, x, m);
           for (size_t i = 0; i < ref.size(); ++i)
             ASSERT_EQ(fast[i], ref[i]) << "n=" << c.n << " m=" << m << " unsigned=" << act_unsigned << " isa=" << isa;
@@ -125,7 +128,8 @@ TEST(SvdquantLinear, CloseToTheEffectiveWeightLinear) {
 // The AVX2 kernel's vpmaddubsw branch (CPUs with AVX2 but no AVX-VNNI) runs
 // only when forced here: it must equal the reference bit for bit as well.
 TEST(SvdquantLinear, Avx2WithoutVnniEqualsReference) {
-  if (kernels::best_isa() < kernels::Isa::avx2) GTEST_SKIP() << "needs AVX2";
+  MIXQ_KERNEL_PATH_OR_SKIP("svdquant:avx2_vpmaddubsw", kernels::Isa::avx2,
+                           testing::missing_isa(kernels::Isa::avx2));
   std::mt19937 rng(91);
   std::uniform_int_distribution<int> byte(0, 255);
   for (bool act_unsigned : {false, true}) {

@@ -84,7 +84,7 @@ TEST(W4a8Linear, CorrectionRunsTheFloatPathOverTheDequantizedWeight) {
   const std::vector<float> w = testing::random_floats(n * k, 41, 0.05f);
   const std::vector<float> b = testing::random_floats(n, 42, 0.1f);
   const std::vector<float> x = testing::random_floats(m * k, 43, 1.0f);
-  for (const nlohmann::json params : {nlohmann::json{{"mode", "asymmetric"}},
+  for (const nlohmann::json& params : {nlohmann::json{{"mode", "asymmetric"}},
                                       nlohmann::json{{"full_precision_matrix_mult", true}}}) {
     auto l = testing::quantized_layer(formats::asym_w4a8_int8_format(), w, n, k, params, b);
     const std::vector<float> deq = testing::dequantized(l->layer);

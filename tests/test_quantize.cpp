@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
@@ -87,6 +88,20 @@ std::vector<std::string> files_in(const fs::path& dir) {
   return names;
 }
 
+// Relative weight error per format on these layers (random_floats · 0.05):
+// about 1.5x the largest measured over the four quantized layers (in the
+// comment), so that a coarser quantizer than the format's fails.
+const std::map<std::string, double> kMaxWeightError = {
+    {"float8_e4m3fn", 0.04},    // measured 0.0263-0.0266
+    {"float8_e5m2", 0.08},      // 0.0522-0.0528
+    {"nvfp4", 0.14},            // 0.0939-0.0955
+    {"mxfp8", 0.04},            // 0.0263-0.0265
+    {"int8_tensorwise", 0.012}, // 0.0068-0.0075 (per row)
+    {"convrot_w4a4", 0.2},      // 0.126-0.139
+    {"asym_w4a8_int8", 0.11},   // 0.0720-0.0734
+    {"awq_w4a16", 0.135},       // 0.0893-0.0900
+};
+
 // Every quantizable format x every marker dialect: what we write reads back
 // as that format, validates, plans, dequantizes close to the source, and every
 // other tensor is byte-identical.
@@ -128,7 +143,8 @@ TEST(Quantize, RoundTripEveryFormatAndDialect) {
         EXPECT_EQ(layer.in_features, src->shape[1]);
         double err = rel_error(layer, *src);
         EXPECT_GT(err, 0.0);  // it really was quantized
-        EXPECT_LT(err, 0.25);
+        ASSERT_TRUE(kMaxWeightError.count(name)) << "no error bound for " << name;
+        EXPECT_LT(err, kMaxWeightError.at(name));
         bool has_tensor_marker = out.find(layer.prefix + ".comfy_quant") != nullptr;
         EXPECT_EQ(has_tensor_marker, dialect != MarkerDialect::header);
       }

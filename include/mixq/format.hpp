@@ -68,6 +68,12 @@ struct FormatTraits {
   std::vector<CompanionSpec> tensors;
   // True when the runtime quantizes activations before the GEMM.
   bool quantizes_activation = false;
+  // The relative weight error ||W_deq - W|| / ||W|| a correct layer of this
+  // format shows on Gaussian weights (measured with the format's quantizer at
+  // its coarsest setting, [3072, 768]; the value in each record's comment).
+  // `mixq verify --against` fails a layer above 3x this (kVerifyErrorFactor in
+  // mixq/verify.hpp) unless --max-rel-error overrides it. 0: not verified.
+  double expected_rel_error = 0.0;
 
   // Checks dtypes, shapes and parameters of a bound layer and returns its
   // logical [out, in]; may append to layer.warnings. Throws Error naming the

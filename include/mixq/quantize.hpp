@@ -16,10 +16,15 @@
 // max(256 MiB, largest layer) in f32 plus the quantizers' work space, not the
 // model; source pages are released after each layer.
 //
-// Atomic: all files are written into a staging folder next to the output
-// (".<name>.mixq-tmp-XXXXXX") and renamed into place at the end. A watchdog
+// Atomic and durable: all files are written into a staging folder next to
+// the output (".<name>.mixq-tmp-<pid>@<host>-XXXXXXXX") and renamed into place
+// at the end; every file, the staging folder and the output's folder are
+// fsynced, so a power loss leaves either no output or a whole one. A watchdog
 // process removes the staging folder if this process dies (even by SIGKILL)
-// before the rename. The source is opened read-only and never written.
+// before the rename; if the watchdog dies too (SIGKILL of the process group),
+// the next quantize into the same folder removes the leftover, recognised by
+// the pid in its name no longer running on this host. The source is opened
+// read-only and never written.
 #include <cstdint>
 #include <functional>
 #include <string>

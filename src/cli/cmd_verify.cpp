@@ -1,4 +1,4 @@
-// mixq verify CHECKPOINT [--against SOURCE] [--json] [--max-error X]
+// mixq verify CHECKPOINT [--against SOURCE] [--json] [--max-rel-error X]
 // Prints one row per quantized layer (or the JSON report), then exits 1 with a
 // one-line error naming the first failed layer when any check fails.
 #include <iostream>
@@ -45,11 +45,13 @@ void add_verify(CLI::App& root) {
   static std::vector<std::string> paths;
   static std::vector<std::string> against;
   static bool as_json = false;
-  static double max_error = VerifyOptions{}.max_rel_error;
+  static std::optional<double> max_error;
   cmd->add_option("checkpoint", paths, "a .safetensors file, an index.json, or a folder of shards")
       ->required();
   cmd->add_option("--against", against, "the float source: report each layer's relative error");
-  cmd->add_option("--max-error", max_error, "relative error above which a layer fails (default 0.5)");
+  cmd->add_option("--max-rel-error,--max-error", max_error,
+                  "relative error above which a layer fails (default: 3x its format's expected error)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", as_json, "print one JSON object");
   cmd->callback([] {
     Checkpoint checkpoint = Checkpoint::open(paths);

@@ -130,6 +130,7 @@ const FormatTraits& awq_w4a16_format() {
                   {"weight_scale", true, {DType::BF16, DType::F16, DType::F32}},
                   {"weight_zeros", true, {DType::BF16, DType::F16, DType::F32}}},
       .quantizes_activation = false,
+      .expected_rel_error = 0.09,  // measured 0.0896 (group 64)
       .validate = validate,
       .tp_input_unit = tp_input_unit,
       .shard = shard,

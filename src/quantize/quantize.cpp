@@ -266,13 +266,20 @@ void write_pass(const Checkpoint& source, const LayerSet& set, const Target& tar
 }
 
 void move_into_place(const Target& target, StagingDir& staging) {
+  // Durable before it is visible: every file was fsynced when written (the
+  // shards by SafetensorsWriter::commit, the index by write_shard_index); the
+  // staging folder's entries are synced before it is renamed, and the
+  // parent's after the rename, so a power loss leaves no output or a whole one.
+  const std::string what = target.final_path.string();
   std::error_code ec;
   if (target.folder) {
+    quantize::sync_path(staging.path(), true, what);
     fs::rename(staging.path(), target.final_path, ec);
   } else {
     fs::rename(staging.path() / target.final_path.filename(), target.final_path, ec);
   }
-  if (ec) fail("{}: cannot move the finished output into place: {}", target.final_path.string(), ec.message());
+  if (ec) fail("{}: cannot move the finished output into place: {}", what, ec.message());
+  quantize::sync_path(target.parent, true, what);
   staging.finish();
 }
 
@@ -292,6 +299,9 @@ QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths,
   const std::vector<Job> jobs = decide(set, recipe, report);
 
   StagingDir staging(target.parent, target.final_path.filename().string(), options.watchdog);
+  for (const fs::path& stale : staging.removed_stale())
+    report.warnings.push_back(
+        fmt::format("removed {}: a staging folder left by a process that no longer runs", stale.string()));
   SpillFile spill(staging.path());
   Quantized quantized = quantize_pass(jobs, options, spill, report);
   const nlohmann::json new_markers = std::move(quantized.header_markers);

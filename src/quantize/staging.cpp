@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "mixq/error.hpp"
 
@@ -18,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kDone = 'D';
+constexpr std::string_view kStagingTag = ".mixq-tmp-";
 
 std::string random_suffix() {
   static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
@@ -66,11 +70,72 @@ std::string random_suffix() {
   _exit(0);
 }
 
+// The pid of a staging folder name ".<base>.mixq-tmp-<pid>@<host>-<random>"
+// made on this host, or 0 for any other name.
+pid_t staging_owner(const std::string& name, const std::string& host) {
+  if (name.empty() || name[0] != '.') return 0;
+  const size_t tag = name.rfind(kStagingTag);
+  if (tag == std::string::npos) return 0;
+  const std::string_view rest = std::string_view(name).substr(tag + kStagingTag.size());
+  const size_t at = rest.find('@'), dash = rest.rfind('-');
+  if (at == std::string_view::npos || dash == std::string_view::npos || dash < at || at == 0 ||
+      at > 9 || rest.substr(at + 1, dash - at - 1) != host || rest.size() - dash - 1 != 8)
+    return 0;
+  pid_t pid = 0;
+  for (char c : rest.substr(0, at)) {
+    if (c < '0' || c > '9') return 0;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
+
 }  // namespace
 
+std::string staging_host_name() {
+  char buffer[256] = {};
+  std::string host = gethostname(buffer, sizeof(buffer) - 1) == 0 ? buffer : "";
+  if (host.empty()) host = "localhost";
+  if (host.size() > 64) host.resize(64);
+  for (char& c : host)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  return host;
+}
+
+std::vector<fs::path> remove_stale_staging(const fs::path& folder) {
+  const std::string host = staging_host_name();
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const pid_t pid = staging_owner(it->path().filename().string(), host);
+    std::error_code status_ec;  // a failed status check skips the entry, not the scan
+    if (pid <= 0 || it->is_symlink(status_ec) || !it->is_directory(status_ec)) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: alive, not ours)
+    stale.push_back(it->path());
+  }
+  std::vector<fs::path> removed;
+  for (const fs::path& path : stale) {
+    std::error_code remove_ec;
+    fs::remove_all(path, remove_ec);
+    if (!remove_ec) removed.push_back(path);
+  }
+  return removed;
+}
+
+void sync_path(const fs::path& path, bool folder, const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (folder ? O_DIRECTORY : 0));
+  if (fd < 0) fail("{}: cannot open {} to sync it: {}", what, path.string(), std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !(folder && (err == EINVAL || err == ENOTSUP)))
+    fail("{}: cannot sync {}: {}", what, path.string(), std::strerror(err));
+}
+
 StagingDir::StagingDir(const fs::path& folder, const std::string& base, bool watchdog) {
+  removed_stale_ = remove_stale_staging(folder);
+  const std::string owner = fmt::format("{}@{}-", ::getpid(), staging_host_name());
   for (int attempt = 0;; ++attempt) {
-    fs::path candidate = folder / ("." + base + ".mixq-tmp-" + random_suffix());
+    fs::path candidate = folder / ("." + base + std::string(kStagingTag) + owner + random_suffix());
     std::error_code ec;
     if (fs::create_directory(candidate, ec)) {
       path_ = candidate;

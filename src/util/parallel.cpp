@@ -31,18 +31,38 @@ class Pool {
     return pool;
   }
 
-  int threads() const { return threads_; }
+  int threads() const { return threads_.load(std::memory_order_relaxed); }
 
   void resize(int threads) {
     std::lock_guard<std::mutex> call(call_mutex_);
     stop_workers();
-    threads_ = std::max(1, threads);
+    threads_.store(std::max(1, threads), std::memory_order_relaxed);
     start_workers();
   }
 
-  void run(int chunks, const std::function<void(int)>& task) {
+  // Splits [0, count) into `units` grains over the threads there are now
+  // (under call_mutex_, which resize() takes too) and runs every chunk.
+  void run(int64_t count, int64_t grain, int64_t units, const std::function<void(int)>* setup,
+           const std::function<void(int64_t, int64_t, int)>& body) {
     std::lock_guard<std::mutex> call(call_mutex_);
-    chunks = std::min(chunks, threads_);
+    // Equal chunks of whole grains; recounted so that none is empty.
+    const int64_t threads = threads_.load(std::memory_order_relaxed);
+    const int64_t per_chunk_units = (units + threads - 1) / threads;
+    const int chunks = static_cast<int>((units + per_chunk_units - 1) / per_chunk_units);
+    const int64_t per_chunk = per_chunk_units * grain;
+    if (setup) (*setup)(chunks);
+    if (chunks <= 1) {  // resized to 1 thread meanwhile: run here, nested calls serial
+      struct Inside {
+        Inside() { inside_pool = true; }
+        ~Inside() { inside_pool = false; }
+      } inside;
+      body(0, count, 0);
+      return;
+    }
+    const std::function<void(int)> task = [&](int chunk) {
+      const int64_t begin = chunk * per_chunk;
+      body(begin, std::min(count, begin + per_chunk), chunk);
+    };
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
@@ -63,7 +83,7 @@ class Pool {
  private:
   Pool() {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    threads_ = std::max<long>(1, cores);
+    threads_.store(static_cast<int>(std::max<long>(1, cores)));
     start_workers();
   }
   ~Pool() { stop_workers(); }
@@ -111,7 +131,8 @@ class Pool {
     stop_ = false;
     stop_flag_.store(false);
     const uint64_t now = generation_.load();
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i, now] { worker(i, now); });
+    const int threads = threads_.load(std::memory_order_relaxed);
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, now] { worker(i, now); });
   }
 
   void stop_workers() {
@@ -131,7 +152,7 @@ class Pool {
   std::vector<std::thread> workers_;
   const std::function<void(int)>* task_ = nullptr;
   int chunks_ = 0;
-  int threads_ = 1;
+  std::atomic<int> threads_{1};  // written under call_mutex_; read without it by num_threads()
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
   std::atomic<bool> stop_flag_{false};  // stop_ readable without the mutex while spinning
@@ -141,23 +162,35 @@ class Pool {
 
 }  // namespace
 
-void parallel_for(int64_t count, int64_t grain,
+namespace {
+
+void run_parallel(int64_t count, int64_t grain, const std::function<void(int)>* setup,
                   const std::function<void(int64_t, int64_t, int)>& body) {
   if (count <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t units = (count + grain - 1) / grain;
   Pool& pool = Pool::instance();
-  const int64_t chunks = std::min<int64_t>(units, pool.threads());
-  if (chunks <= 1 || inside_pool) {
+  // One chunk needs no split, so no lock: small calls from several threads
+  // still run side by side. (The thread count read here only picks the path;
+  // a serial run is right whatever it becomes.)
+  if (units <= 1 || inside_pool || pool.threads() <= 1) {
+    if (setup) (*setup)(1);
     body(0, count, 0);
     return;
   }
-  const int64_t per_chunk = (units + chunks - 1) / chunks * grain;
-  pool.run(static_cast<int>(chunks), [&](int chunk) {
-    const int64_t begin = chunk * per_chunk;
-    const int64_t end = std::min(count, begin + per_chunk);
-    if (begin < end) body(begin, end, chunk);
-  });
+  pool.run(count, grain, units, setup, body);
+}
+
+}  // namespace
+
+void parallel_for(int64_t count, int64_t grain,
+                  const std::function<void(int64_t, int64_t, int)>& body) {
+  run_parallel(count, grain, nullptr, body);
+}
+
+void parallel_for(int64_t count, int64_t grain, const std::function<void(int)>& setup,
+                  const std::function<void(int64_t, int64_t, int)>& body) {
+  run_parallel(count, grain, &setup, body);
 }
 
 }  // namespace mixq::util

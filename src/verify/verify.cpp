@@ -93,7 +93,15 @@ LayerCheck compare(const std::vector<float>& deq, int64_t n, int64_t k, const Te
   return result;
 }
 
+// Used only for a format record without an expected error.
+constexpr double kFallbackLimit = 0.5;
+
 }  // namespace
+
+double verify_error_limit(const FormatTraits& format, const VerifyOptions& options) {
+  if (options.max_rel_error) return *options.max_rel_error;
+  return format.expected_rel_error > 0 ? kVerifyErrorFactor * format.expected_rel_error : kFallbackLimit;
+}
 
 VerifyReport verify_checkpoint(const Checkpoint& checkpoint, const Checkpoint* against,
                                const VerifyOptions& options) {
@@ -133,6 +141,7 @@ VerifyReport verify_checkpoint(const Checkpoint& checkpoint, const Checkpoint* a
       continue;
     }
     v.checks.push_back({"valid", true, fmt::format("[{}, {}]", layer.out_features, layer.in_features)});
+    v.max_rel_error = verify_error_limit(*layer.format, options);
 
     const int64_t n = layer.out_features, k = layer.in_features;
     std::vector<float> deq;
@@ -167,7 +176,7 @@ VerifyReport verify_checkpoint(const Checkpoint& checkpoint, const Checkpoint* a
         v.checks.push_back({"error", false, "the source has no float weight for this layer"});
       } else {
         double rel = 0;
-        v.checks.push_back(compare(deq, n, k, *src, options.max_rel_error, rel));
+        v.checks.push_back(compare(deq, n, k, *src, v.max_rel_error, rel));
         v.rel_error = rel;
       }
     }
@@ -189,7 +198,8 @@ nlohmann::json verify_report_json(const VerifyReport& report) {
                       {"in_features", v.in_features},
                       {"ok", v.ok},
                       {"checks", checks},
-                      {"rel_error", v.rel_error ? nlohmann::json(*v.rel_error) : nlohmann::json()}});
+                      {"rel_error", v.rel_error ? nlohmann::json(*v.rel_error) : nlohmann::json()},
+                      {"max_rel_error", v.max_rel_error > 0 ? nlohmann::json(v.max_rel_error) : nlohmann::json()}});
   }
   return {{"ok", report.ok()},
           {"layers", layers},

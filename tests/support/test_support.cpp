@@ -87,8 +87,16 @@ CliResult run_cli(const std::vector<std::string>& args) {
   if (!cli) throw Error("MIXQ_CLI is not set (run the tests through ctest)");
   fs::path dir = temp_dir("cli");
   std::string command = quote(cli);
-  for (const auto& a : args) command += " " + quote(a);
-  command += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
+  // Appended piece by piece: `" " + std::string` trips g++ 12's false
+  // -Wrestrict on the inlined insert (GCC bug 105329).
+  for (const auto& a : args) {
+    command += ' ';
+    command += quote(a);
+  }
+  command += " >";
+  command += quote((dir / "out").string());
+  command += " 2>";
+  command += quote((dir / "err").string());
   int status = std::system(command.c_str());
   CliResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
