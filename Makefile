@@ -9,7 +9,7 @@ FUZZ_SECONDS    ?= 60
 WERROR          ?= OFF
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-python test-asan bench fuzz conformance clean
+.PHONY: all deps build demo test test-python test-torch test-asan bench bench-model fuzz conformance clean
 
 all: build
 
@@ -45,9 +45,20 @@ test: build
 test-python: build
 	./scripts/python_test.sh
 
-# Cross-check against comfy-kitchen (downloads PyTorch; not part of `make test`).
+# mixq.torch, the comfy-kitchen backend and a diffusers FLUX transformer end to
+# end (venv build/torch-venv with PyTorch, comfy-kitchen, diffusers: ~4.5 GB
+# downloaded once; not part of `make test`).
+test-torch: build
+	./scripts/torch_test.sh
+
+# Cross-check against comfy-kitchen (same environment as test-torch).
 conformance: build
 	./conformance/run.sh
+
+# The whole-model benchmark (FLUX transformer, hidden 3072; see BENCHMARKS.md).
+bench-model: build
+	./scripts/torch_test.sh --install-only
+	build/torch-venv/bin/python bench/flux_forward.py $(BENCH_MODEL_ARGS)
 
 test-asan: deps
 	cmake --preset asan >/dev/null

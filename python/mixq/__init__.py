@@ -11,7 +11,9 @@ format is declared by a ``<prefix>.comfy_quant`` marker (or in the header's
 >>> y = layer.forward(np.ones((4, layer.in_features), np.float32))
 
 Every rejection raises :class:`mixq.Error` (a ``ValueError``) with the message
-the ``mixq`` command prints.
+the ``mixq`` command prints. ``mixq.torch`` (PyTorch modules, ``load_quantized``)
+and ``mixq.comfy_kitchen`` (a comfy-kitchen backend) need the ``[torch]`` extra
+and are imported on their own.
 """
 from ._mixq import (
     Checkpoint,
@@ -21,9 +23,9 @@ from ._mixq import (
     open,
     quantize,
     save_file,
-    set_num_threads,
     __version__,
 )
+from ._threads import set_num_threads
 
 __all__ = [
     "Checkpoint",

@@ -71,6 +71,12 @@ class Linear:
     @property
     def kernel(self) -> str:
         """The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ..."""
+    @property
+    def k_pad_unit(self) -> int:
+        """> 0 when in_features is a stored K padded to this unit (NVFP4 16, MXFP8 32)."""
+    def detach(self) -> None:
+        """Releases the checkpoint (the prepared weights are the Linear's own);
+        dequantize() then raises mixq.Error."""
     def forward(
         self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
     ) -> npt.NDArray[np.float32]:
@@ -86,6 +92,11 @@ class Linear:
         self, basis: Literal["original", "stored"] = "original"
     ) -> npt.NDArray[np.float32]:
         """The weight as float32 [out_features, in_features]."""
+
+def _linear_from_tensors(
+    prefix: str, marker: str, tensors: dict[str, tuple[str, list[int], Any]], kernel: str = "auto"
+) -> Linear:
+    """A Linear from tensors in memory: {role: (safetensors dtype, shape, 1-D uint8 bytes)}."""
 
 def open(path: _Paths) -> Checkpoint:
     """Opens a .safetensors file, an index.json, a folder of shards, or a list of shards."""

@@ -40,11 +40,18 @@ struct CheckpointState {
 
 // A layer's runtime linear as the Python Linear object.
 struct PyLinear {
-  std::shared_ptr<CheckpointState> owner;  // keeps the mapping alive
-  const Layer* layer = nullptr;            // inside owner->layers() or shard, never moves
+  std::shared_ptr<CheckpointState> owner;  // keeps the mapping alive; null once detached
+  const Layer* layer = nullptr;            // inside owner->layers(), `shard` or `own`, never moves
+  // The layer's description without its tensors, for a Linear built from
+  // memory or detached from its checkpoint (dequantize() then refuses).
+  std::unique_ptr<Layer> own;
   std::unique_ptr<Linear> linear;
-  std::unique_ptr<LayerShard> shard;       // tp_size > 1: this rank's share of the layer
+  std::unique_ptr<LayerShard> shard;  // tp_size > 1: this rank's share of the layer
+  std::string method;                 // the format's method name, fixed when the Linear is built
 };
+
+// LinearOptions for kernel "auto" or "ref" (mixq::Error otherwise).
+LinearOptions linear_options(const std::string& prefix, const std::string& kernel);
 
 // Checkpoint.linear(prefix, kernel, tp_rank, tp_size, profile): finds the
 // layer, takes rank tp_rank's share of it when tp_size > 1 (shard_layer under
@@ -58,6 +65,7 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
 nb::object to_python(const nlohmann::json& value);
 
 void bind_checkpoint(nb::module_& m);
+void bind_from_tensors(nb::module_& m);
 void bind_linear(nb::module_& m);
 void bind_quantize(nb::module_& m);
 void bind_save(nb::module_& m);

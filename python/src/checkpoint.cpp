@@ -107,9 +107,10 @@ void bind_checkpoint(nb::module_& m) {
            "sglang-minimax-h3) and tensor-parallel degree. Raises mixq.Error with the\n"
            "CLI's message when the profile rejects the checkpoint or a layer does not\n"
            "admit tp.")
+      // No keep_alive: a Linear holds the mapping through its shared_ptr, and
+      // Linear.detach() must be able to let it go.
       .def("linear", &make_linear, nb::arg("prefix"), nb::arg("kernel") = "auto", nb::kw_only(),
            nb::arg("tp_rank") = 0, nb::arg("tp_size") = 1, nb::arg("profile") = "comfyui",
-           nb::keep_alive<0, 1>(),
            "The runtime linear of one layer: weights prepared for the fastest kernel\n"
            "(kernel='auto') or for the reference implementation (kernel='ref').\n"
            "With tp_size > 1, only rank tp_rank's share of the layer, split as the\n"

@@ -21,9 +21,7 @@
 
 namespace mixq::py {
 
-std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
-                                      const std::string& prefix, const std::string& kernel, int tp_rank,
-                                      int tp_size, const std::string& profile) {
+LinearOptions linear_options(const std::string& prefix, const std::string& kernel) {
   LinearOptions options;
   if (kernel == "auto")
     options.kernel = KernelChoice::automatic;
@@ -31,7 +29,13 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
     options.kernel = KernelChoice::reference;
   else
     fail("linear '{}': kernel must be 'auto' or 'ref', got '{}'", prefix, kernel);
+  return options;
+}
 
+std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& owner,
+                                      const std::string& prefix, const std::string& kernel, int tp_rank,
+                                      int tp_size, const std::string& profile) {
+  const LinearOptions options = linear_options(prefix, kernel);
   auto result = std::make_shared<PyLinear>();
   result->owner = owner;
   nb::gil_scoped_release release;
@@ -54,6 +58,8 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
     result->layer = &result->shard->layer();
   }
   result->linear = Linear::create(*result->layer, options);
+  const FormatTraits* f = result->layer->format;
+  result->method = f && f->method ? f->method(*result->layer) : std::string();
   return result;
 }
 
@@ -131,6 +137,9 @@ nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
   else
     fail("layer '{}': basis must be 'original' or 'stored', got '{}'", self.layer->prefix, basis_name);
   const Layer& layer = *self.layer;
+  if (!self.owner)
+    fail("layer '{}': this Linear keeps no checkpoint tensors (built from memory or detached), "
+         "so it cannot dequantize", layer.prefix);
   if (layer.format == nullptr || layer.format->dequantize == nullptr)
     fail("layer '{}': its format cannot dequantize", layer.prefix);
   NewArray array = new_float_array(
@@ -138,6 +147,17 @@ nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
   nb::gil_scoped_release release;
   layer.format->dequantize(layer, basis, array.data);
   return array.array;
+}
+
+// Drops the reference to the checkpoint: the prepared weights belong to the
+// Linear, so the mapping can be released once nothing else holds it.
+void detach(PyLinear& self) {
+  if (!self.owner) return;
+  auto own = std::make_unique<Layer>(*self.layer);
+  own->tensors.clear();
+  self.own = std::move(own);
+  self.layer = self.own.get();
+  self.owner.reset();
 }
 
 nb::object format_name(const PyLinear& self) {
@@ -156,10 +176,14 @@ void bind_linear(nb::module_& m) {
       .def_prop_ro("format", &format_name, "The marker's format name; None for an unquantized layer.")
       .def_prop_ro("params", [](const PyLinear& s) { return to_python(s.layer->params); },
                    "The marker's parameters with the format's defaults applied.")
-      .def_prop_ro("method", [](const PyLinear& s) {
-            const FormatTraits* f = s.layer->format;
-            return f && f->method ? f->method(*s.layer) : std::string();
-          }, "The method that runs the layer, e.g. 'int8_convrot'.")
+      .def_prop_ro("method", [](const PyLinear& s) { return s.method; },
+                   "The method that runs the layer, e.g. 'int8_convrot'.")
+      .def_prop_ro("k_pad_unit", [](const PyLinear& s) { return s.layer->k_pad_unit; },
+                   "> 0 when in_features is a stored K padded to a multiple of this unit\n"
+                   "(NVFP4 16, MXFP8 32): the logical K may be up to k_pad_unit - 1 smaller.")
+      .def("detach", &detach,
+           "Releases this Linear's reference to its checkpoint (its prepared weights are\n"
+           "its own); afterwards dequantize() raises mixq.Error.")
       .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.shard ? s.shard->spec().rank : 0; })
       .def_prop_ro("tp_size", [](const PyLinear& s) { return s.shard ? s.shard->spec().degree : 1; })
       .def_prop_ro("parallel", [](const PyLinear& s) {

@@ -20,6 +20,7 @@ NB_MODULE(_mixq, m) {
 
   mixq::py::bind_checkpoint(m);
   mixq::py::bind_linear(m);
+  mixq::py::bind_from_tensors(m);
   mixq::py::bind_quantize(m);
   mixq::py::bind_save(m);
 }
