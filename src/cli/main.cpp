@@ -1,5 +1,6 @@
 // The `mixq` command: usage errors exit 2, rejected input exits 1, and every
-// failure is one line on stderr starting "mixq: error: " (docs/CLI.md).
+// failure is one line on stderr starting "mixq: error: " (docs/CLI.md);
+// mixq::Error messages arrive escaped, anything else is escaped here.
 #include <cstdio>
 #include <exception>
 
@@ -7,6 +8,7 @@
 
 #include "cli/commands.hpp"
 #include "mixq/error.hpp"
+#include "mixq/escape.hpp"
 #include "mixq/version.hpp"
 
 int main(int argc, char** argv) {
@@ -27,7 +29,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version arrive as "errors" with exit code 0.
     if (e.get_exit_code() == 0) return app.exit(e);
-    fmt::print(stderr, "mixq: error: {}\n", e.what());
+    fmt::print(stderr, "mixq: error: {}\n", mixq::escape_text(e.what()));
     return 2;
   } catch (const mixq::UsageError& e) {
     fmt::print(stderr, "mixq: error: {}\n", e.what());
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "mixq: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "mixq: error: internal: {}\n", e.what());
+    fmt::print(stderr, "mixq: error: internal: {}\n", mixq::escape_text(e.what()));
     return 1;
   }
 }

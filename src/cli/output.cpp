@@ -3,8 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include <fmt/format.h>
+
+#include "mixq/escape.hpp"
 
 namespace mixq::cli {
 
@@ -13,6 +16,7 @@ Table::Table(std::vector<std::string> header, std::vector<size_t> right_aligned)
 
 void Table::add(std::vector<std::string> row) {
   row.resize(header_.size());
+  for (std::string& cell : row) cell = escape_text(cell);
   rows_.push_back(std::move(row));
 }
 
@@ -53,5 +57,14 @@ std::string human_bytes(uint64_t bytes) {
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+std::string esc(std::string_view text) { return escape_text(text); }
+
+void print_json(nlohmann::json value) {
+  make_json_utf8(value);
+  std::cout << value.dump(2) << "\n";
+}
+
+void print_warning(std::string_view message) { std::cerr << "mixq: warning: " << escape_text(message) << "\n"; }
 
 }  // namespace mixq::cli

@@ -8,6 +8,7 @@
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
+#include "mixq/escape.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/marker.hpp"
 #include "mixq/numeric.hpp"
@@ -201,13 +202,15 @@ nlohmann::json verify_report_json(const VerifyReport& report) {
                       {"rel_error", v.rel_error ? nlohmann::json(*v.rel_error) : nlohmann::json()},
                       {"max_rel_error", v.max_rel_error > 0 ? nlohmann::json(v.max_rel_error) : nlohmann::json()}});
   }
-  return {{"ok", report.ok()},
+  nlohmann::json out = {{"ok", report.ok()},
           {"layers", layers},
           {"summary",
            {{"quantized_layers", report.layers.size()},
             {"unquantized_layers", report.unquantized_layers},
             {"failed", report.failed}}},
           {"warnings", report.warnings}};
+  make_json_utf8(out);  // warnings may quote paths from the command line
+  return out;
 }
 
 }  // namespace mixq
