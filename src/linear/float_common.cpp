@@ -47,11 +47,12 @@ bool full_precision(const Layer& layer) {
   return it != layer.params.end() && it->is_boolean() && it->get<bool>();
 }
 
-FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type)
+FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type,
+                     bool f32_activations)
     : path_(path), panels_(kernels::x86::pack_panels(w, n, k, type)) {
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
-  fma_ = path == FastPath::avx512 &&
-         (type == kernels::x86::GemmType::f32 || kernels::float_dot() == kernels::FloatDot::fma);
+  fma_ = path == FastPath::avx512 && (type == kernels::x86::GemmType::f32 || f32_activations ||
+                                      kernels::float_dot() == kernels::FloatDot::fma);
 }
 
 void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
@@ -68,12 +69,16 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   }
   if (path_ == FastPath::avx512 && fma_) {
     const int64_t cols = 2 * w.steps;
+    // Full precision: x itself, f32 (never its bf16 rounding).
+    if (prep == x86::ActPrep::round) prep = x86::ActPrep::none;
     std::vector<float> a(static_cast<size_t>(m * cols));
     x86::prepare_f32_avx512(x, m, k, cols, prep, inv_scale, a.data());
     x86::float_gemm_avx512_fma(a.data(), cols, m, w, alpha, bias, y);
     return;
   }
   if (path_ == FastPath::avx512) {
+    if (prep == x86::ActPrep::round)
+      fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
     std::vector<uint32_t> a(static_cast<size_t>(m * w.steps));
     x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
     x86::float_gemm_avx512(a.data(), m, w, alpha, bias, y);

@@ -36,18 +36,21 @@ bool full_precision(const Layer& layer);
 class FloatGemm {
  public:
   FloatGemm() = default;
-  // w [n, k] f32; path avx2 or avx512.
-  FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type);
+  // w [n, k] f32; path avx2 or avx512. `f32_activations` (full-precision
+  // layers, which run with ActPrep::round): x stays f32, so avx512 takes its
+  // FMA core whatever kernels::float_dot() prefers (vdpbf16ps would need x in
+  // bf16, a 2^-9 relative rounding the reference does not make).
+  FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type,
+            bool f32_activations = false);
   bool ready() const { return path_ != FastPath::none; }
   // "avx512_bf16", "avx512_fma" or "avx2".
   std::string_view name() const {
     return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
   }
   // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K).
-  // prep `round` marks full-precision layers: avx512 rounds x to bf16 (the
-  // operand type of its bf16-dot core; its FMA core keeps the same rounding,
-  // so the two avx512 cores see the same operands), avx2 keeps x in f32. f32
-  // panels take x as is.
+  // prep `round` marks full-precision layers: x is used as is, in f32, on
+  // both paths (avx512 on its FMA core: see the constructor). f32 panels take
+  // x as is.
   void run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
            float alpha, const float* bias, float* y) const;
 

@@ -8,8 +8,8 @@
 // fp32 accumulation; "avx512_fma" (and "avx2") widen the bf16 panels in
 // registers and run f32 FMAs on the f32 quantized activation (exact products,
 // k order: the reference's sums bit for bit). full_precision_matrix_mult:
-// W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply s_w in the epilogue; avx512
-// rounds x to bf16 on both cores, avx2 keeps it f32).
+// W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply s_w in the epilogue and keep
+// x in f32: avx512 runs its FMA core for these layers, avx2 its only core).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/runtime_table.hpp"
@@ -43,7 +43,7 @@ class Fp8Linear final : public FloatLinear {
     std::vector<float> w(static_cast<size_t>(n * k));
     for (size_t i = 0; i < w.size(); ++i) w[i] = decode(codes[i]);
     if (const FastPath path = fast_path(options); path != FastPath::none) {
-      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16);
+      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16, full_precision_);
       kernel_ = gemm_.name();
     } else if (full_precision_) {
       for (float& v : w) v *= weight_scale_;  // eager dequantize with T = f32

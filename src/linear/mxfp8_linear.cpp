@@ -8,13 +8,14 @@
 // kernels::float_dot measures vfmadd231ps faster than vdpbf16ps) run f32 FMAs
 // over the same bf16 panels (widened in registers) and f32 quantized
 // activations.
-// full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ (the avx512
-// cores round x to bf16, avx2 keeps it f32).
+// full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ with x in
+// f32 (avx512 runs its FMA core for these layers).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/runtime_table.hpp"
 #include "linear/float_common.hpp"
 #include "mixq/error.hpp"
+#include "mixq/marker.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
 
@@ -55,7 +56,7 @@ class Mxfp8Linear final : public FloatLinear {
         w[static_cast<size_t>(r * kw + c)] =
             e4m3_to_f32(codes[r * cols_ + c]) * e8m0_to_f32(scales[swizzled_offset(r, c / 32, blocks)]);
     if (fast) {
-      gemm_ = FloatGemm(path, w.data(), n, kw, kernels::x86::GemmType::bf16);
+      gemm_ = FloatGemm(path, w.data(), n, kw, kernels::x86::GemmType::bf16, full_precision_);
       kernel_ = gemm_.name();
     } else {
       dequantized_ = std::move(w);

@@ -4,9 +4,8 @@
 // identical to the reference. With full_precision_matrix_mult the weight is
 // dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g); the fast
 // paths keep e2m1·S (exact in bf16) in bf16 panels and apply g in the
-// epilogue; avx512 rounds x to bf16 on both its cores (vdpbf16ps or the
-// f32-FMA one, kernels::float_dot), so it differs from the reference by that
-// rounding; avx2 keeps x in f32 (summation order only).
+// epilogue; x stays f32 (avx512 runs its f32-FMA core for these layers, avx2
+// its only core), so they differ from the reference by summation order only.
 #include <optional>
 
 #include "kernels/cpu.hpp"
@@ -118,7 +117,7 @@ class Nvfp4Linear final : public FloatLinear {
         w[static_cast<size_t>(r * k + c)] = fast ? v * s : v * (global_ * s);
       }
     if (fast) {
-      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16);
+      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16, /*f32_activations=*/true);
       kernel_ = gemm_.name();
     } else {
       dequantized_ = std::move(w);
