@@ -22,6 +22,12 @@ struct FileInfo {
   size_t tensors = 0;
   uint64_t trailing_bytes = 0;  // bytes after the last tensor's data
   std::map<std::string, std::string> metadata;  // __metadata__
+  // Empty when the reference safetensors reader (the Python/Rust library that
+  // ComfyUI and SGLang load with) accepts the data layout; else what it raises
+  // after "Error while deserializing header: " (unused bytes between or after
+  // tensors: "invalid offset for tensor `b`", "incomplete metadata, file not
+  // fully covered"). mixq reads such files and warns.
+  std::string reference_reader_error;
 };
 
 class MappedFile;
@@ -45,12 +51,21 @@ class Checkpoint {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   // nullptr when absent.
   const TensorView* find(std::string_view name) const;
-  // Non-fatal findings (trailing bytes, ...), one line each.
+  // Non-fatal findings (trailing bytes, gaps between tensors, ...), one line each.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Every file opened: the shards, then the index files (for refusing an
+  // output path that would overwrite one of them).
+  std::vector<std::string> source_paths() const;
+  // Throws Error naming the file when a shard shrank after it was opened
+  // (truncated by another process): data read from it since then may be
+  // zeros instead of the file's bytes (see io/sigbus_guard.hpp). Call it
+  // before trusting or writing anything computed from tensor data.
+  void check_intact() const;
 
  private:
   Checkpoint();
   std::vector<std::unique_ptr<MappedFile>> mappings_;
+  std::vector<std::string> index_paths_;
   std::vector<FileInfo> files_;
   std::vector<TensorView> tensors_;
   std::vector<std::string> warnings_;

@@ -32,6 +32,12 @@ def test_open_errors(tmp_path):
     raises("truncated.safetensors", mixq.open, truncated)
 
 
+def test_open_refuses_a_nul_byte_in_the_path(tmp_path):
+    # The C library would stop at the NUL and open "x" instead.
+    (tmp_path / "x").write_bytes(b"")
+    raises(r"x\\x00y: the path holds a NUL byte", mixq.open, str(tmp_path / "x\0y"))
+
+
 def test_bad_marker_is_reported_when_layers_are_needed(tmp_path):
     path = tmp_path / "bad_marker.safetensors"
     mixq.save_file(path, {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "io/file_checks.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -31,6 +32,7 @@ void fsync_directory(const fs::path& dir, const std::string& target) {
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  check_path(path_);
   fs::path target(path_);
   if (target.filename().empty()) fail("{}: output path names a folder, not a file", path_);
   std::random_device entropy;

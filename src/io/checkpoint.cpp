@@ -46,15 +46,19 @@ static void add_file(const MappedFile& file, std::vector<FileInfo>& files,
   ParsedHeader header = read_safetensors_header(file);
   const int index = static_cast<int>(files.size());
   const std::byte* base = file.bytes().data();
+  tensors.reserve(tensors.size() + header.entries.size());
   for (auto& e : header.entries) {
     uint64_t offset = header.data_start + e.begin;
     tensors.push_back(TensorView{std::move(e.name), e.dtype, std::move(e.shape),
                                  std::span<const std::byte>(base + offset, e.end - e.begin), index,
                                  offset});
   }
+  for (std::string& w : header.warnings) warnings.push_back(std::move(w));
   if (header.info.trailing_bytes > 0)
-    warnings.push_back(fmt::format("{}: {} bytes after the last tensor's data (ignored)",
-                                   header.info.path, header.info.trailing_bytes));
+    warnings.push_back(fmt::format(
+        "{}: {} bytes after the last tensor's data (ignored; the reference safetensors reader rejects such a "
+        "file: incomplete metadata, file not fully covered)",
+        header.info.path, header.info.trailing_bytes));
   files.push_back(std::move(header.info));
 }
 
@@ -76,7 +80,10 @@ Checkpoint Checkpoint::open(const std::vector<std::string>& paths) {
     add_file(*ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
   }
   sort_unique(ckpt.tensors_, ckpt.files_);
-  for (const auto& index : sources.indexes) check_index(index, ckpt.files_, ckpt.tensors_, ckpt);
+  for (const auto& index : sources.indexes) {
+    check_index(index, ckpt.files_, ckpt.tensors_, ckpt);
+    ckpt.index_paths_.push_back(index.path);
+  }
   return ckpt;
 }
 
@@ -86,6 +93,17 @@ Checkpoint Checkpoint::from_bytes(std::span<const std::byte> bytes, std::string 
   add_file(*ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
   sort_unique(ckpt.tensors_, ckpt.files_);
   return ckpt;
+}
+
+std::vector<std::string> Checkpoint::source_paths() const {
+  std::vector<std::string> paths;
+  for (const FileInfo& f : files_) paths.push_back(f.path);
+  paths.insert(paths.end(), index_paths_.begin(), index_paths_.end());
+  return paths;
+}
+
+void Checkpoint::check_intact() const {
+  for (const auto& mapping : mappings_) mapping->check_intact();
 }
 
 const TensorView* Checkpoint::find(std::string_view name) const {

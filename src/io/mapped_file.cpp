@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "io/file_checks.hpp"
+#include "io/sigbus_guard.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -15,11 +17,8 @@ namespace mixq {
 std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
-  file->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file->fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
   struct stat st {};
-  if (::fstat(file->fd_, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
+  file->fd_ = open_regular_file(path, st);
   file->size_ = static_cast<uint64_t>(st.st_size);
   if (file->size_ == 0) return file;  // nothing to map; callers reject it as too short
   // MAP_PRIVATE + PROT_READ: the checkpoint is never written through the
@@ -28,6 +27,7 @@ std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   if (mapping == MAP_FAILED) fail("{}: cannot map {} bytes: {}", path, file->size_, std::strerror(errno));
   file->mapping_ = mapping;
   file->data_ = static_cast<const std::byte*>(mapping);
+  file->guard_ = io::guard_mapping(mapping, file->size_);
   return file;
 }
 
@@ -41,6 +41,7 @@ std::unique_ptr<MappedFile> MappedFile::copy_of(std::span<const std::byte> bytes
 }
 
 MappedFile::~MappedFile() {
+  if (guard_ >= 0) io::unguard_mapping(guard_);
   if (mapping_) ::munmap(mapping_, size_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -63,6 +64,18 @@ void MappedFile::read(uint64_t offset, void* out, size_t count) const {
     offset += static_cast<uint64_t>(got);
     count -= static_cast<size_t>(got);
   }
+}
+
+void MappedFile::check_intact() const {
+  if (fd_ < 0) return;
+  struct stat st {};
+  const bool faulted = guard_ >= 0 && io::mapping_faulted(guard_);
+  const bool stat_ok = ::fstat(fd_, &st) == 0;
+  if (stat_ok && static_cast<uint64_t>(st.st_size) < size_)
+    fail("{}: the file shrank from {} to {} bytes while mixq was reading it (truncated by another process?)",
+         path_, size_, st.st_size);
+  if (faulted)
+    fail("{}: part of the file vanished while mixq was reading it (truncated by another process?)", path_);
 }
 
 }  // namespace mixq

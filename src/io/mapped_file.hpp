@@ -14,7 +14,9 @@ namespace mixq {
 class MappedFile {
  public:
   // mmap(PROT_READ, MAP_PRIVATE), no MAP_POPULATE. Throws Error naming the
-  // path when the file cannot be opened, stat'ed or mapped.
+  // path when the file cannot be opened, stat'ed or mapped, or is not a
+  // regular file (checked before opening: a FIFO would block). The mapping is
+  // guarded against truncation by another process (io/sigbus_guard.hpp).
   static std::unique_ptr<MappedFile> map(const std::string& path);
   // Copies `bytes` into an owned buffer.
   static std::unique_ptr<MappedFile> copy_of(std::span<const std::byte> bytes, std::string name);
@@ -29,6 +31,10 @@ class MappedFile {
   // Reads `count` bytes at `offset` with pread (mapped files) or memcpy (owned
   // copies) without touching the mapping. The range must lie within the file.
   void read(uint64_t offset, void* out, size_t count) const;
+  // Throws Error naming the file when it shrank since it was mapped (another
+  // process truncated it): reads past the new end returned zeros, so nothing
+  // computed from the mapping can be trusted.
+  void check_intact() const;
 
  private:
   MappedFile() = default;
@@ -37,6 +43,7 @@ class MappedFile {
   const std::byte* data_ = nullptr;
   uint64_t size_ = 0;
   void* mapping_ = nullptr;      // munmap'ed on destruction when non-null
+  int guard_ = -1;               // io::guard_mapping slot of the mapping
   std::vector<std::byte> owned_;  // backing store of copy_of
 };
 

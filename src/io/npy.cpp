@@ -3,11 +3,10 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "io/atomic_file.hpp"
+#include "io/file_checks.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -61,8 +60,12 @@ class DictParser {
 
  private:
   [[noreturn]] void bad(const std::string& what) const {
-    fail("{}: malformed .npy header at character {}: {} (header: {})", path_, i_, what,
-         std::string(s_.substr(0, 120)));
+    // The header quoted as one line (it ends in '\n', and a hostile one may
+    // hold anything): Error escapes it.
+    std::string_view shown = s_.substr(0, 120);
+    while (!shown.empty() && (shown.back() == '\n' || shown.back() == ' ')) shown.remove_suffix(1);
+    fail("{}: malformed .npy header at character {}: {} (header: {}{})", path_, i_, what, std::string(shown),
+         s_.size() > 120 ? "..." : "");
   }
   void skip() {
     while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
@@ -130,17 +133,7 @@ class DictParser {
   size_t i_ = 0;
 };
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (ec) fail("{}: cannot read: {}", path, ec.message());
-  if (size > kMaxNpyBytes) fail("{}: {} bytes is larger than the {} byte limit for .npy input", path, size, kMaxNpyBytes);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::string bytes(size, '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) fail("{}: read failed", path);
-  return bytes;
-}
+std::string read_file(const std::string& path) { return read_whole_file(path, kMaxNpyBytes, ".npy input"); }
 
 std::string shape_tuple(const Shape& shape) {
   std::string out = "(";
@@ -151,8 +144,9 @@ std::string shape_tuple(const Shape& shape) {
 
 }  // namespace
 
-NpyArray read_npy(const std::string& path) {
-  const std::string bytes = read_file(path);
+NpyArray read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+
+NpyArray parse_npy(std::string_view bytes, const std::string& path) {
   if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0)
     fail("{}: not a .npy file (missing the \\x93NUMPY magic)", path);
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);

@@ -61,6 +61,9 @@ HeaderEntry parse_entry(const std::string& name, const json& value, uint64_t dat
                         const std::string& path) {
   const std::string where = fmt::format("{}: tensor '{}'", path, name);
   if (name.empty()) fail("{}: a tensor has an empty name", path);
+  // A NUL ends the name for every C API that sees it: two different names
+  // could look alike downstream.
+  if (name.find('\0') != std::string::npos) fail("{}: the tensor name holds a NUL byte", where);
   if (!value.is_object())
     fail("{}: entry must be an object with dtype, shape and data_offsets, found {}", where,
          value.type_name());
@@ -111,7 +114,15 @@ HeaderEntry parse_entry(const std::string& name, const json& value, uint64_t dat
 
 // Tensors must not share bytes. Sorted by begin, each non-empty tensor must
 // start at or after the furthest end seen so far. Returns that furthest end.
-uint64_t check_no_overlap(const std::vector<HeaderEntry>& entries, const std::string& path) {
+//
+// The reference reader (the safetensors library, which ComfyUI and SGLang
+// load with) is stricter: sorted by (begin, end), every tensor must begin
+// exactly where the previous one ended, and the last must end at the end of
+// the file. mixq reads such files, but says what the reference reader would
+// raise in `layout_error` (empty when it would accept the data layout) and
+// adds a warning naming the tensors.
+uint64_t check_layout(const std::vector<HeaderEntry>& entries, const std::string& path, uint64_t data_size,
+                      std::string& layout_error, std::vector<std::string>& warnings) {
   std::vector<size_t> order(entries.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -121,15 +132,31 @@ uint64_t check_no_overlap(const std::vector<HeaderEntry>& entries, const std::st
   const HeaderEntry* owner = nullptr;
   for (size_t i : order) {
     const HeaderEntry& e = entries[i];
-    if (e.begin == e.end) continue;  // empty ranges share no bytes
-    if (owner && e.begin < furthest)
+    if (e.begin != e.end && owner && e.begin < furthest)
       fail("{}: tensors '{}' [{}, {}] and '{}' [{}, {}] overlap", path, owner->name, owner->begin,
            owner->end, e.name, e.begin, e.end);
-    if (e.end > furthest) {
-      furthest = e.end;
+    if (layout_error.empty() && e.begin != furthest) {
+      layout_error = fmt::format("invalid offset for tensor `{}`", e.name);
+      if (e.begin > furthest)
+        warnings.push_back(fmt::format(
+            "{}: {} unused bytes between {} and tensor '{}' (offsets {}..{}); the reference "
+            "safetensors reader rejects such a file (InvalidOffset: {})",
+            path, e.begin - furthest,
+            owner ? fmt::format("the data of tensor '{}'", owner->name) : std::string("the header"),
+            e.name, furthest, e.begin, layout_error));
+      else
+        warnings.push_back(fmt::format(
+            "{}: empty tensor '{}' sits at offset {}, inside the data of tensor '{}'; the reference safetensors "
+            "reader rejects such a file (InvalidOffset: {})",
+            path, e.name, e.begin, owner ? owner->name : std::string(), layout_error));
+    }
+    if (e.end > furthest || !owner) {
+      furthest = std::max(furthest, e.end);
       owner = &e;
     }
   }
+  if (layout_error.empty() && furthest != data_size)
+    layout_error = "incomplete metadata, file not fully covered";
   return furthest;
 }
 
@@ -150,27 +177,39 @@ ParsedHeader read_safetensors_header(const MappedFile& file) {
     fail("{}: header length {} extends past the end of the file ({} bytes, at most {} header bytes)",
          path, n, size, size - 8);
 
-  std::string text(n, '\0');
-  file.read(8, text.data(), n);
-  json header = parse_strict_json(text, path + ": header");
-  if (!header.is_object()) fail("{}: header must be a JSON object, found {}", path, header.type_name());
-
   ParsedHeader out;
   out.info.path = path;
   out.info.bytes = size;
   out.info.header_bytes = n;
   out.data_start = 8 + n;
   const uint64_t data_size = size - out.data_start;
-  out.entries.reserve(header.size());
-  for (const auto& [key, value] : header.items()) {
-    if (key == "__metadata__")
-      out.info.metadata = parse_metadata(value, path);
-    else
-      out.entries.push_back(parse_entry(key, value, data_size, path));
+
+  // Streamed member by member: only one tensor's entry is a JSON DOM at a
+  // time, so memory is the header text plus a HeaderEntry per tensor (a
+  // whole-header DOM cost ~1.3 KB per tensor: 1.8 GB for 1.4 M tensors).
+  const std::string where = path + ": header";
+  {
+    std::string text(n, '\0');
+    file.read(8, text.data(), n);
+    bool have_metadata = false;
+    parse_strict_json_members(text, where, [&](std::string&& key, json&& value) {
+      if (key == "__metadata__") {
+        if (have_metadata) fail("{}: duplicate key '__metadata__' in JSON", where);
+        have_metadata = true;
+        out.info.metadata = parse_metadata(value, path);
+      } else {
+        out.entries.push_back(parse_entry(key, value, data_size, path));
+      }
+    });
   }
-  // nlohmann objects iterate in key order, so entries are already sorted by name.
+  std::sort(out.entries.begin(), out.entries.end(),
+            [](const HeaderEntry& a, const HeaderEntry& b) { return a.name < b.name; });
+  for (size_t i = 1; i < out.entries.size(); ++i)
+    if (out.entries[i].name == out.entries[i - 1].name)
+      fail("{}: duplicate key '{}' in JSON", where, out.entries[i].name);
   out.info.tensors = out.entries.size();
-  out.info.trailing_bytes = data_size - check_no_overlap(out.entries, path);
+  out.info.trailing_bytes =
+      data_size - check_layout(out.entries, path, data_size, out.info.reference_reader_error, out.warnings);
   return out;
 }
 

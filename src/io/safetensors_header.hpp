@@ -29,6 +29,9 @@ struct ParsedHeader {
   FileInfo info;                     // tensors/trailing_bytes/metadata filled in
   uint64_t data_start = 0;           // 8 + header length
   std::vector<HeaderEntry> entries;  // sorted by name
+  // Gaps between tensors' data, each naming the tensors around it (trailing
+  // bytes are reported by the caller from info.trailing_bytes).
+  std::vector<std::string> warnings;
 };
 
 // Reads the header with MappedFile::read (the mapping itself is not touched)

@@ -1,13 +1,17 @@
 #include "io/shard_index.hpp"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
+#include <memory>
 #include <set>
-#include <sstream>
 
 #include "io/atomic_file.hpp"
+#include "io/file_checks.hpp"
 #include "io/strict_json.hpp"
 #include "mixq/error.hpp"
 
@@ -22,46 +26,75 @@ bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  auto size = fs::file_size(path, ec);
-  if (ec) fail("{}: cannot read: {}", path, ec.message());
-  if (size > kMaxIndexBytes) fail("{}: index is {} bytes, more than the {} byte limit", path, size, kMaxIndexBytes);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// realpath(3), or empty when the path does not resolve (missing, a loop:
+// opening the file reports that).
+std::string real_path(const fs::path& path) {
+  std::unique_ptr<char, decltype(&::free)> resolved(::realpath(path.c_str(), nullptr), &::free);
+  return resolved ? std::string(resolved.get()) : std::string();
+}
+
+bool is_inside(const std::string& path, const std::string& folder) {
+  if (folder.empty()) return false;
+  if (folder == "/") return true;
+  return path.size() > folder.size() && path.compare(0, folder.size(), folder) == 0 && path[folder.size()] == '/';
+}
+
+// Where an index's shards may resolve to: its folder, and (when the index
+// itself is a symbolic link, as in a Hugging Face cache snapshot whose files
+// all link into ../../blobs) the folder of the file it resolves to.
+struct IndexFolders {
+  fs::path given;              // the folder shard names are relative to
+  std::vector<std::string> allowed;  // real paths
+};
+
+IndexFolders index_folders(const std::string& index) {
+  IndexFolders f;
+  f.given = fs::path(index).parent_path();
+  if (std::string real = real_path(f.given.empty() ? fs::path(".") : f.given); !real.empty())
+    f.allowed.push_back(real);
+  if (std::string real = real_path(index); !real.empty())
+    f.allowed.push_back(fs::path(real).parent_path().string());
+  return f;
 }
 
 // weight_map values name shards next to the index; anything that could
-// escape that folder (absolute paths, "..") is refused.
-std::string shard_path(const fs::path& folder, const std::string& name, const std::string& index,
+// escape that folder (absolute paths, "..", a symbolic link resolving
+// elsewhere) is refused.
+std::string shard_path(const IndexFolders& folders, const std::string& name, const std::string& index,
                        const std::string& tensor) {
   fs::path rel(name);
-  bool escapes = name.empty() || rel.is_absolute();
+  bool escapes = name.empty() || rel.is_absolute() || name.find('\0') != std::string::npos;
   for (const auto& part : rel)
     if (part == "..") escapes = true;
   if (escapes)
     fail("{}: weight_map['{}'] = '{}' must be a file name relative to the index folder", index,
          tensor, name);
-  return (folder / rel).string();
+  const fs::path path = folders.given / rel;
+  const std::string real = real_path(path);
+  if (!real.empty() && std::none_of(folders.allowed.begin(), folders.allowed.end(),
+                                    [&](const std::string& folder) { return is_inside(real, folder); }))
+    fail("{}: weight_map['{}'] = '{}' resolves to {}, outside the index folder", index, tensor, name, real);
+  return path.string();
 }
 
 ShardIndex read_index(const std::string& path, ShardSources& out) {
-  nlohmann::json index = parse_strict_json(read_text(path), path);
+  nlohmann::json index = parse_strict_json(read_whole_file(path, kMaxIndexBytes, "shard index"), path);
   if (!index.is_object()) fail("{}: index must be a JSON object, found {}", path, index.type_name());
   auto it = index.find("weight_map");
   if (it == index.end()) fail("{}: index has no 'weight_map'", path);
   if (!it->is_object()) fail("{}: 'weight_map' must be an object, found {}", path, it->type_name());
   ShardIndex result;
   result.path = path;
-  const fs::path folder = fs::path(path).parent_path();
+  const IndexFolders folders = index_folders(path);
   std::set<std::string> seen(out.files.begin(), out.files.end());
+  std::map<std::string, std::string> resolved;  // shard name -> path (each name checked once)
   for (const auto& [tensor, shard] : it->items()) {
     if (!shard.is_string())
       fail("{}: weight_map['{}'] must be a shard file name, found {}", path, tensor, shard.type_name());
-    std::string file = shard_path(folder, shard.get<std::string>(), path, tensor);
+    const std::string& name = shard.get_ref<const std::string&>();
+    auto known = resolved.find(name);
+    if (known == resolved.end()) known = resolved.emplace(name, shard_path(folders, name, path, tensor)).first;
+    const std::string& file = known->second;
     result.weight_map.emplace(tensor, file);
     if (seen.insert(file).second) out.files.push_back(file);
   }
@@ -69,12 +102,17 @@ ShardIndex read_index(const std::string& path, ShardSources& out) {
   return result;
 }
 
+// Every entry named *.safetensors that is not a folder: a FIFO, a device or a
+// dangling or looping symbolic link among them is then refused by name when
+// it is opened, rather than skipped silently.
 void add_directory(const std::string& path, ShardSources& out) {
   std::vector<std::string> shards;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    std::string name = entry.path().filename().string();
-    if (ends_with(name, ".safetensors") && entry.is_regular_file()) shards.push_back(entry.path().string());
+  fs::directory_iterator it(path, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (ends_with(name, ".safetensors") && !it->is_directory(type_ec)) shards.push_back(it->path().string());
   }
   if (ec) fail("{}: cannot list directory: {}", path, ec.message());
   if (shards.empty()) fail("{}: directory holds no .safetensors files", path);
@@ -88,6 +126,7 @@ ShardSources resolve_shards(const std::vector<std::string>& paths) {
   if (paths.empty()) fail("no checkpoint path given");
   ShardSources out;
   for (const auto& path : paths) {
+    check_path(path);
     std::error_code ec;
     if (fs::is_directory(path, ec))
       add_directory(path, out);

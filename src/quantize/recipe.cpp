@@ -2,16 +2,20 @@
 #include "mixq/recipe.hpp"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "io/file_checks.hpp"
+#include "io/strict_json.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 
 namespace mixq {
+
+// Real recipes are a few KiB.
+constexpr uint64_t kMaxRecipeBytes = 16u << 20;
+
 namespace {
 
 constexpr std::string_view kKeep = "keep";
@@ -104,8 +108,8 @@ nlohmann::json typed_value(const nlohmann::json& want, const std::string& text) 
   } else if (want.is_string()) {
     return text;
   } else {
-    auto parsed = nlohmann::json::parse(text, nullptr, false);
-    return parsed.is_discarded() ? nlohmann::json(text) : parsed;
+    auto parsed = try_parse_strict_json(text);
+    return parsed ? std::move(*parsed) : nlohmann::json(text);
   }
   return nullptr;  // not convertible
 }
@@ -257,13 +261,8 @@ Recipe parse_recipe(const nlohmann::json& json, const std::string& origin) {
 }
 
 Recipe load_recipe(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open recipe file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (json.is_discarded()) fail("{}: recipe is not valid JSON", path);
-  return parse_recipe(json, path);
+  const std::string text = read_whole_file(path, kMaxRecipeBytes, "recipe");
+  return parse_recipe(parse_strict_json(text, path + ": recipe"), path);
 }
 
 }  // namespace mixq
