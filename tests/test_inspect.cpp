@@ -78,8 +78,8 @@ TEST(Layers, GroupsByPrefixAndClaimsCompanions) {
   EXPECT_FALSE(adaln.format->from_marker);
   // Norms and tables are not linear layers.
   ASSERT_EQ(set.other_tensors.size(), 2u);
-  EXPECT_EQ(set.other_tensors[0].name, "adaln_t_table");
-  EXPECT_EQ(set.other_tensors[1].name, "blocks.0.norm1.weight");
+  EXPECT_EQ(set.other_tensors[0]->name, "adaln_t_table");
+  EXPECT_EQ(set.other_tensors[1]->name, "blocks.0.norm1.weight");
 }
 
 TEST(Layers, UnknownFormatAndUnmarkedQuantizedWeightAreReported) {

@@ -117,7 +117,7 @@ TEST(Markers, InvalidMarkersAreErrorsNamingTheLayer) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"{not json", "not valid JSON"},
+      {"{not json", "invalid JSON"},
       {"[1, 2]", "must contain a JSON object"},
       {R"({"convrot": true})", "no \"format\""},
       {R"({"format": 7})", "\"format\" must be a string"},
@@ -143,7 +143,7 @@ TEST(Markers, MarkerTensorMustBeOneDimensionalBytes) {
 
 TEST(Markers, InvalidHeaderMetadata) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"{oops", "not valid JSON"},
+      {"{oops", "invalid JSON"},
       {"[]", "must contain an object"},
       {R"({"format_version": "1.0"})", "must contain a layers object"},
       {R"({"layers": []})", "must contain a layers object"},

@@ -220,7 +220,9 @@ TEST(ProfileSglang, Mxfp8MarkersResolveMxfp8) {
   EXPECT_EQ(layer_of(plan, "blocks.0.mlp.fc2").method, "mxfp8");
 }
 
-TEST(ProfileSglang, GlobalMxfp8HeaderIsExplainedNotPlanned) {
+// SGLang's global MXFP8 rule (more in test_sglang_parity.cpp): unmarked F8
+// weights with U8 [N, K/32] scales run as mxfp8 with row-major scales.
+TEST(ProfileSglang, GlobalMxfp8HeaderIsPlannedAsSglangReadsIt) {
   PlanFixture f;
   f.zeros("blocks.0.mlp.fc2.weight", DType::F8_E4M3, {32, 64})
       .zeros("blocks.0.mlp.fc2.weight_scale", DType::U8, {32, 2})
@@ -228,8 +230,9 @@ TEST(ProfileSglang, GlobalMxfp8HeaderIsExplainedNotPlanned) {
       .metadata("quant_format", "mxfp8");
   Checkpoint ck = f.open();
   Plan plan = plan_of(ck, "sglang");
-  expect_rejected(plan, {"quant_format", "linear [N, K/32] scales", "blocks.0.mlp.fc2"});
-  EXPECT_EQ(plan.error().find("would raise"), std::string::npos) << "SGLang itself accepts this file";
+  expect_accepted(plan);
+  EXPECT_EQ(layer_of(plan, "blocks.0.mlp.fc2").method, "mxfp8:row_major_scales");
+  EXPECT_EQ(layer_of(plan, "refiner.linear").method, "unquantized");
 }
 
 struct UnsupportedSet {

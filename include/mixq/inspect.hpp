@@ -9,9 +9,12 @@
 namespace mixq {
 
 // Reads headers only (plus marker tensors and legacy input scales).
-nlohmann::json inspect_report(const Checkpoint& checkpoint);
+// `other_tensor_count` is always there; the `other_tensors` list only with
+// `list_other_tensors` (the text table prints the count: a header may list
+// millions of small tensors, each ~300 bytes as JSON).
+nlohmann::json inspect_report(const Checkpoint& checkpoint, bool list_other_tensors = true);
 // The same from already grouped layers.
 nlohmann::json inspect_report(const Checkpoint& checkpoint, const MarkerSet& markers,
-                              const LayerSet& layers);
+                              const LayerSet& layers, bool list_other_tensors = true);
 
 }  // namespace mixq

@@ -53,7 +53,9 @@ struct Layer {
 
 struct LayerSet {
   std::vector<Layer> layers;               // sorted by prefix
-  std::vector<TensorView> other_tensors;   // tensors no layer claimed
+  // Tensors no layer claimed, by (logical) name; they point into the
+  // Checkpoint, which must outlive the set (so do the layers' views).
+  std::vector<const TensorView*> other_tensors;
   std::vector<std::string> warnings;
 };
 

@@ -45,6 +45,10 @@ def test_params_have_defaults_applied(ckpt):
     w4a4 = ckpt.linear("blocks.0.attn.out").params
     assert w4a4["convrot_groupsize"] == 64 and w4a4["linear_dtype"] == "int4"
     assert ckpt.linear("blocks.1.mlp.fc2").params["group_size"] == 16
+    # Every format's defaults, full_precision_matrix_mult included (issue 15).
+    for prefix in PREFIXES:
+        if FORMATS[prefix]:
+            assert ckpt.linear(prefix).params["full_precision_matrix_mult"] is False, prefix
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)

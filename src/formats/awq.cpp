@@ -125,7 +125,7 @@ const FormatTraits& awq_w4a16_format() {
   static const FormatTraits record{
       .name = "awq_w4a16",
       .summary = "unsigned 4-bit codes, float scale and zero per (group, column); float activations",
-      .defaults = {{"group_size", 64}},
+      .defaults = {{std::string(kFullPrecision), false}, {"group_size", 64}},
       .tensors = {{"weight", true, {DType::I8, DType::U8}},
                   {"weight_scale", true, {DType::BF16, DType::F16, DType::F32}},
                   {"weight_zeros", true, {DType::BF16, DType::F16, DType::F32}}},

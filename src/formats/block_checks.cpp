@@ -8,6 +8,7 @@
 #include "formats/block_checks.hpp"
 
 #include "mixq/layer.hpp"
+#include "mixq/marker.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
 
@@ -34,8 +35,10 @@ float fp8_magnitude(const std::byte* row, int64_t k) {
   return std::fabs(e4m3_to_f32(static_cast<uint8_t>(row[k])));
 }
 
-// The 4-D check of one layer; one LayerCheck named "block_scales".
-LayerCheck check_blocks(const Layer& layer, const BlockSpec& spec) {
+// The 4-D check of one layer; one LayerCheck named "block_scales". Scales are
+// swizzled, or row-major [rows, blocks] when `row_major` (MXFP8 layers of
+// SGLang's global rule).
+LayerCheck check_blocks(const Layer& layer, const BlockSpec& spec, bool row_major = false) {
   LayerCheck result{"block_scales", true, ""};
   const TensorView* weight = layer.find("weight");
   const TensorView* scale = layer.find("weight_scale");
@@ -48,7 +51,8 @@ LayerCheck check_blocks(const Layer& layer, const BlockSpec& spec) {
   const int64_t row_bytes = weight->shape[1];
   const int64_t cols = row_bytes * spec.elements_per_byte;
   const int64_t blocks_per_row = cols / spec.block;
-  const int64_t srows = swizzled_rows(rows), scols = swizzled_cols(blocks_per_row);
+  const int64_t srows = row_major ? rows : swizzled_rows(rows);
+  const int64_t scols = row_major ? blocks_per_row : swizzled_cols(blocks_per_row);
   if (cols % spec.block != 0 || static_cast<int64_t>(scale->data.size()) != srows * scols) {
     result.ok = false;
     result.detail = fmt::format("weight {} and {} scale bytes do not form {}-element blocks",
@@ -61,7 +65,8 @@ LayerCheck check_blocks(const Layer& layer, const BlockSpec& spec) {
   for (int64_t r = 0; r < rows; ++r) {
     const std::byte* row = weight->data.data() + r * row_bytes;
     for (int64_t c = 0; c < blocks_per_row; ++c) {
-      float s = spec.decode_scale(sbytes[swizzled_offset(r, c, blocks_per_row)]);
+      float s = spec.decode_scale(
+          sbytes[row_major ? r * blocks_per_row + c : swizzled_offset(r, c, blocks_per_row)]);
       float largest = 0;
       for (int64_t k = c * spec.block; k < (c + 1) * spec.block; ++k)
         largest = std::max(largest, spec.magnitude(row, k));
@@ -77,7 +82,7 @@ LayerCheck check_blocks(const Layer& layer, const BlockSpec& spec) {
     }
   }
   // Swizzle padding: rows past the stored rows, columns past the blocks.
-  for (int64_t r = 0; r < srows; ++r)
+  for (int64_t r = 0; r < srows && !row_major; ++r)
     for (int64_t c = (r < rows ? blocks_per_row : 0); c < scols; ++c)
       if (sbytes[swizzled_offset(r, c, blocks_per_row)] != 0) ++pad_nonzero;
 
@@ -109,7 +114,7 @@ std::vector<LayerCheck> check_nvfp4_layout(const Layer& layer) {
 std::vector<LayerCheck> check_mxfp8_layout(const Layer& layer) {
   static const BlockSpec spec{32, 1, fp8_magnitude, e8m0_to_f32, 224.0f, 448.0f,
                               "expected max |element| in [224, 448]"};
-  return {check_blocks(layer, spec)};
+  return {check_blocks(layer, spec, row_major_scales(layer.params))};
 }
 
 }  // namespace mixq

@@ -6,6 +6,11 @@
 // roundup(Np, 128), Cp = roundup(Kp/32, 4); any 1-D or 2-D shape with that
 // many bytes); optional input_scale F32 (accepted as ComfyUI does, unused).
 // Logical N comes from the bias; K is the stored padded K (with a warning).
+//
+// Layers that SGLang's global rule makes mxfp8 (header quant_format "mxfp8",
+// no marker: mixq/marker.hpp) store the exponents row-major instead, exactly
+// U8 [N, K/32]; their params carry _scale_layout = "linear" and every function
+// here reads them through scale_index().
 #include <fmt/format.h>
 
 #include "numeric/quantizers.hpp"
@@ -14,6 +19,7 @@
 #include "formats/block_checks.hpp"
 #include "formats/shard_util.hpp"
 #include "mixq/error.hpp"
+#include "mixq/marker.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
 
@@ -22,16 +28,30 @@ namespace {
 
 struct Geometry {
   int64_t rows, k_padded;
+  bool row_major = false;  // exponents [rows, k/32] row-major (global rule), else swizzled
 };
+
+// Byte of block b of row r in the layer's weight_scale.
+int64_t scale_index(const Geometry& g, int64_t r, int64_t b) {
+  const int64_t blocks = g.k_padded / 32;
+  return g.row_major ? r * blocks + b : swizzled_offset(r, b, blocks);
+}
 
 Geometry stored(const Layer& layer) {
   const TensorView& w = layer.tensor("weight");
   require_matrix(layer, w, "F8_E4M3 [N, K] weight");
-  const Geometry g{w.shape[0], w.shape[1]};
+  const Geometry g{w.shape[0], w.shape[1], row_major_scales(layer.params)};
   if (g.k_padded % 32 != 0)
     fail("layer '{}': mxfp8 weight '{}' has K = {}, which is not a multiple of the block size 32", layer.prefix,
          w.name, g.k_padded);
   const TensorView& s = layer.tensor("weight_scale");
+  if (g.row_major) {
+    if (s.dtype != DType::U8 || s.shape != Shape{g.rows, g.k_padded / 32})
+      fail("layer '{}': mxfp8 block exponents '{}' (row-major, from the header's quant_format) must be U8 [{}, {}], "
+           "found {} {}",
+           layer.prefix, s.name, g.rows, g.k_padded / 32, dtype_name(s.dtype), shape_str(s.shape));
+    return g;
+  }
   const int64_t rp = swizzled_rows(g.rows), cp = swizzled_cols(g.k_padded / 32);
   if (s.rank() < 1 || s.rank() > 2 || s.numel() != rp * cp)
     fail("layer '{}': mxfp8 block exponents '{}' must hold {} bytes (swizzled [{}, {}] for {} rows x {} blocks), "
@@ -43,6 +63,13 @@ Geometry stored(const Layer& layer) {
 LogicalShape validate(Layer& layer) {
   const Geometry g = stored(layer);
   if (layer.find("input_scale")) require_scalar(layer, "input_scale");
+  // The global rule's layers are unpadded: SGLang requires exactly [N, K/32].
+  if (g.row_major) {
+    if (const TensorView* bias = layer.find("bias"); bias && bias->numel() != g.rows)
+      fail("layer '{}': bias '{}' has {} elements, expected {} (the weight's rows)", layer.prefix, bias->name,
+           bias->numel(), g.rows);
+    return {g.rows, g.k_padded, 0};
+  }
   const int64_t n = logical_rows(layer, g.rows, 32, "mxfp8");
   layer.warnings.push_back(fmt::format(
       "layer '{}': mxfp8 pads K to 32 and nothing stores the logical in_features; reporting the stored {}",
@@ -52,13 +79,23 @@ LogicalShape validate(Layer& layer) {
 
 int64_t tp_input_unit(const Layer&) { return 32; }
 
-// Without a bias the stored (32-padded) rows are N, so a rank's rows must be too.
-int64_t tp_output_unit(const Layer& layer) { return layer.find("bias") ? 1 : 32; }
+// Without a bias the stored (32-padded) rows are N, so a rank's rows must be too
+// (row-major layers of the global rule store exactly N rows).
+int64_t tp_output_unit(const Layer& layer) { return layer.find("bias") || row_major_scales(layer.params) ? 1 : 32; }
 
 // Code rows or columns and swizzled E8M0 exponents re-laid per rank.
-void shard(const Layer&, ShardBuilder& b) { shard_block_scaled(b, {.block = 32, .k_per_byte = 1, .row_pad = 32}); }
+void shard(const Layer& layer, ShardBuilder& b) {
+  if (row_major_scales(layer.params))
+    fail("layer '{}': mxfp8 with row-major block exponents (the header's quant_format) is not sharded by mixq yet",
+         layer.prefix);
+  shard_block_scaled(b, {.block = 32, .k_per_byte = 1, .row_pad = 32});
+}
 
-std::string method(const Layer& layer) { return method_or_full_precision(layer, "mxfp8", "mxfp8:full_precision"); }
+std::string method(const Layer& layer) {
+  if (row_major_scales(layer.params))
+    return method_or_full_precision(layer, "mxfp8:row_major_scales", "mxfp8:row_major_scales:full_precision");
+  return method_or_full_precision(layer, "mxfp8", "mxfp8:full_precision");
+}
 
 void dequantize(const Layer& layer, Basis, float* out) {
   const Geometry g = stored(layer);
@@ -70,7 +107,7 @@ void dequantize(const Layer& layer, Basis, float* out) {
   for_rows(n, k, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t b = 0; b < blocks; ++b) {
-        const float scale = e8m0_to_f32(exps[swizzled_offset(r, b, blocks)]);
+        const float scale = e8m0_to_f32(exps[scale_index(g, r, b)]);
         for (int64_t c = b * 32; c < b * 32 + 32; ++c) out[r * k + c] = e4m3_to_f32(codes[r * k + c]) * scale;
       }
   });

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "formats/record_util.hpp"
 #include "formats/shard_util.hpp"
 #include "formats/w4_common.hpp"
 #include "mixq/error.hpp"
@@ -215,7 +216,7 @@ const FormatTraits& svdquant_w4a4_format() {
   static const FormatTraits record{
       .name = "svdquant_w4a4",
       .summary = "signed int4 residual per 64-group + low-rank branch + smoothing (nunchaku); no quantizer",
-      .defaults = {{"act_unsigned", false}, {"group_size", 64}},
+      .defaults = {{std::string(kFullPrecision), false}, {"act_unsigned", false}, {"group_size", 64}},
       .tensors = {{"weight", true, {DType::I8}},
                   {"weight_scale", true, floats},
                   {"weight_proj_down", true, floats, {"proj_down"}},

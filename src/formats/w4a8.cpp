@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "formats/record_util.hpp"
 #include "formats/shard_util.hpp"
 #include "formats/w4_common.hpp"
 #include "mixq/error.hpp"
@@ -161,7 +162,7 @@ const FormatTraits& asym_w4a8_int8_format() {
   static const FormatTraits record{
       .name = "asym_w4a8_int8",
       .summary = "4-bit codes per group of 16 decoded to int8 (e4m3 scale, codebook), ConvRot INT8 GEMM",
-      .defaults = {{"group_size", 16}, {"convrot_groupsize", 256}},
+      .defaults = {{std::string(kFullPrecision), false}, {"group_size", 16}, {"convrot_groupsize", 256}},
       .quantize_options = {{"mode", "codebook"}, {"scale_dtype", "e4m3"}},
       .tensors = {{"weight", true, {DType::I8}},
                   {"weight_s_rel", true, {DType::F8_E4M3, DType::U8, DType::F32}},

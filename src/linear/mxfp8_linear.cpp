@@ -1,5 +1,6 @@
 // MXFP8 layers (docs/FORMATS.md §3.3): E4M3 codes with E8M0 per-32 block
-// scales (swizzled), activations quantized dynamically per 32-block. The fast
+// scales (swizzled; row-major [N, K/32] for layers of SGLang's global MXFP8
+// rule, swizzled here once), activations quantized dynamically per 32-block. The fast
 // path folds each power-of-two block scale into the decoded value (e4m3·2^e is
 // exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16
 // GEMM with fp32 accumulation; the reference sums each block exactly first
@@ -37,8 +38,14 @@ class Mxfp8Linear final : public FloatLinear {
     if (n > rows_ || k > cols_)
       fail("layer '{}': mxfp8 weight {} cannot hold [{}, {}]", layer.prefix, shape_str(weight.shape), n, k);
     const uint8_t* codes = bytes_at_least(layer, "weight", rows_ * cols_);
-    const uint8_t* scales =
-        bytes_at_least(layer, "weight_scale", swizzled_rows(rows_) * swizzled_cols(blocks));
+    std::vector<uint8_t> from_row_major;
+    const uint8_t* scales = nullptr;
+    if (row_major_scales(layer.params)) {
+      from_row_major = swizzle_scales(bytes_at_least(layer, "weight_scale", rows_ * blocks), rows_, blocks);
+      scales = from_row_major.data();
+    } else {
+      scales = bytes_at_least(layer, "weight_scale", swizzled_rows(rows_) * swizzled_cols(blocks));
+    }
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
     const FastPath path = fast_path(options);

@@ -47,7 +47,8 @@ Accounting account(const MarkerSet& markers, const LayerSet& set) {
   }
   const std::set<std::string> suffixes = companion_suffixes();
   constexpr std::string_view kWeight = ".weight";
-  for (const TensorView& tensor : set.other_tensors) {
+  for (const TensorView* other : set.other_tensors) {
+    const TensorView& tensor = *other;
     const std::string_view name = tensor.name;
     // A quantized weight that did not form a layer (not 2-D) still needs a marker.
     if (name.size() > kWeight.size() && name.substr(name.size() - kWeight.size()) == kWeight &&

@@ -1,6 +1,7 @@
 // Builds the `mixq inspect --json` object (docs/CLI.md).
 #include "mixq/inspect.hpp"
 
+#include "mixq/escape.hpp"
 #include "mixq/format.hpp"
 
 namespace mixq {
@@ -21,13 +22,14 @@ json format_json(const Layer& layer) {
 
 }  // namespace
 
-json inspect_report(const Checkpoint& checkpoint) {
+json inspect_report(const Checkpoint& checkpoint, bool list_other_tensors) {
   MarkerSet markers = collect_markers(checkpoint);
   LayerSet layers = group_layers(checkpoint, markers);
-  return inspect_report(checkpoint, markers, layers);
+  return inspect_report(checkpoint, markers, layers, list_other_tensors);
 }
 
-json inspect_report(const Checkpoint& checkpoint, const MarkerSet& markers, const LayerSet& set) {
+json inspect_report(const Checkpoint& checkpoint, const MarkerSet& markers, const LayerSet& set,
+                    bool list_other_tensors) {
   json report = json::object();
   json files = json::array();
   for (const FileInfo& f : checkpoint.files())
@@ -77,11 +79,15 @@ json inspect_report(const Checkpoint& checkpoint, const MarkerSet& markers, cons
   report["layers"] = layers;
 
   json others = json::array();
-  for (const TensorView& t : set.other_tensors)
-    others.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}});
-  report["other_tensors"] = others;
+  if (list_other_tensors) {
+    for (const TensorView* t : set.other_tensors)
+      others.push_back({{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}});
+    report["other_tensors"] = others;
+  }
+  report["other_tensor_count"] = set.other_tensors.size();
   report["formats"] = formats;
   report["warnings"] = warnings;
+  make_json_utf8(report);  // paths come from the command line, not only from JSON
   return report;
 }
 

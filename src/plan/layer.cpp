@@ -18,23 +18,54 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// Logical tensor names -> views, after legacy renames and without consumed
-// tensors (marker tensors, sentinels).
-std::map<std::string, TensorView> logical_tensors(const Checkpoint& checkpoint,
-                                                  const MarkerSet& markers) {
-  std::map<std::string, std::string> stored_to_logical;
-  for (const auto& [logical, stored] : markers.renamed) stored_to_logical[stored] = logical;
-  std::map<std::string, TensorView> pool;
-  for (const TensorView& tensor : checkpoint.tensors()) {
-    if (markers.consumed.count(tensor.name)) continue;
-    auto renamed = stored_to_logical.find(tensor.name);
-    const std::string& name = renamed == stored_to_logical.end() ? tensor.name : renamed->second;
-    if (!pool.emplace(name, tensor).second)
-      fail("tensor '{}' (renamed from legacy '{}') collides with an existing tensor of that name", name,
-           tensor.name);
+// The tensors not yet claimed by a layer, by logical name (after legacy
+// renames, without consumed tensors: marker tensors, sentinels). A sorted
+// vector of pointers into the checkpoint: 24 bytes a tensor, where a map of
+// copies cost ~250 (a header may list millions of tensors).
+class Pool {
+ public:
+  Pool(const Checkpoint& checkpoint, const MarkerSet& markers) {
+    std::map<std::string_view, std::string_view> stored_to_logical;
+    for (const auto& [logical, stored] : markers.renamed) stored_to_logical[stored] = logical;
+    entries_.reserve(checkpoint.tensors().size());
+    for (const TensorView& tensor : checkpoint.tensors()) {
+      if (markers.consumed.count(tensor.name)) continue;
+      auto renamed = stored_to_logical.find(tensor.name);
+      entries_.push_back({renamed == stored_to_logical.end() ? std::string_view(tensor.name) : renamed->second,
+                          &tensor});
+    }
+    std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
+    for (size_t i = 1; i < entries_.size(); ++i)
+      if (entries_[i].name == entries_[i - 1].name)
+        fail("tensor '{}' (renamed from legacy '{}') collides with an existing tensor of that name",
+             entries_[i].name, entries_[i].view->name == entries_[i].name ? entries_[i - 1].view->name
+                                                                            : entries_[i].view->name);
   }
-  return pool;
-}
+  // The unclaimed tensor of that logical name, or null.
+  const TensorView* find(std::string_view name) const {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                               [](const Entry& e, std::string_view n) { return e.name < n; });
+    return it != entries_.end() && it->name == name && it->view ? it->view : nullptr;
+  }
+  void take(std::string_view name) {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                               [](const Entry& e, std::string_view n) { return e.name < n; });
+    if (it != entries_.end() && it->name == name) it->view = nullptr;
+  }
+  // Prefixes owning a 2-D ".weight" (unclaimed).
+  template <class F>
+  void each(F&& f) const {
+    for (const Entry& e : entries_)
+      if (e.view) f(e.name, *e.view);
+  }
+
+ private:
+  struct Entry {
+    std::string_view name;
+    const TensorView* view;  // null once a layer claimed it
+  };
+  std::vector<Entry> entries_;
+};
 
 // Every role a layer of `format` may claim, with the spelling to look up.
 struct RoleName {
@@ -58,8 +89,7 @@ std::vector<RoleName> claimable_roles(const FormatTraits* format) {
   return roles;
 }
 
-Layer bind_layer(const std::string& prefix, const Marker* marker,
-                 std::map<std::string, TensorView>& pool) {
+Layer bind_layer(const std::string& prefix, const Marker* marker, Pool& pool) {
   Layer layer;
   layer.prefix = prefix;
   if (marker) {
@@ -75,13 +105,14 @@ Layer bind_layer(const std::string& prefix, const Marker* marker,
     layer.declared_format = std::string(layer.format->name);
   }
   for (const RoleName& r : claimable_roles(layer.format)) {
-    auto it = pool.find(prefix + "." + r.spelling);
-    if (it == pool.end()) continue;
+    const std::string name = prefix + "." + r.spelling;
+    const TensorView* view = pool.find(name);
+    if (!view) continue;
     if (layer.tensors.count(r.role))
-      fail("layer '{}': tensor '{}' and another spelling of role '{}' are both present", prefix,
-           it->first, r.role);
-    layer.tensors.emplace(r.role, it->second);
-    pool.erase(it);
+      fail("layer '{}': tensor '{}' and another spelling of role '{}' are both present", prefix, name,
+           r.role);
+    layer.tensors.emplace(r.role, *view);
+    pool.take(name);
   }
   return layer;
 }
@@ -147,14 +178,15 @@ uint64_t Layer::bytes() const {
 }
 
 LayerSet group_layers(const Checkpoint& checkpoint, const MarkerSet& markers) {
-  std::map<std::string, TensorView> pool = logical_tensors(checkpoint, markers);
+  Pool pool(checkpoint, markers);
 
   // A layer is every marked prefix and every prefix owning a 2-D ".weight".
   std::set<std::string> prefixes;
   for (const auto& [prefix, marker] : markers.markers) prefixes.insert(prefix);
-  for (const auto& [name, view] : pool)
+  pool.each([&](std::string_view name, const TensorView& view) {
     if (ends_with(name, kWeight) && view.rank() == 2)
-      prefixes.insert(name.substr(0, name.size() - kWeight.size()));
+      prefixes.insert(std::string(name.substr(0, name.size() - kWeight.size())));
+  });
 
   LayerSet set;
   // Marked layers first, so their companions are claimed before an unmarked
@@ -174,7 +206,7 @@ LayerSet group_layers(const Checkpoint& checkpoint, const MarkerSet& markers) {
           "comfy_quant metadata)",
           layer.prefix, dtype_name(weight->dtype)));
   }
-  for (auto& [name, view] : pool) set.other_tensors.push_back(view);
+  pool.each([&](std::string_view, const TensorView& view) { set.other_tensors.push_back(&view); });
   return set;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "io/strict_json.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -43,7 +44,10 @@ size_t first_invalid_utf8(std::string_view s) {
 
 // Turns one marker object into a Marker: "format" required, a nested
 // "params" object flattened with top-level keys winning.
-Marker normalise(const std::string& prefix, const json& object, const std::string& source) {
+Marker normalise(const std::string& prefix, const json& object, const std::string& source,
+                 std::vector<std::string>& warnings) {
+  if (prefix.find('\0') != std::string::npos)
+    fail("layer '{}': marker from {}: the layer name holds a NUL byte", prefix, source);
   if (!object.is_object())
     fail("layer '{}': marker from {} must contain a JSON object, found {}", prefix, source,
          object.type_name());
@@ -63,6 +67,10 @@ Marker normalise(const std::string& prefix, const json& object, const std::strin
     for (const auto& [key, value] : nested->items())
       if (!marker.params.contains(key)) marker.params[key] = value;
   }
+  if (marker.params.erase(std::string(kScaleLayoutKey)))
+    warnings.push_back(fmt::format("layer '{}': marker from {} sets \"{}\", which only mixq itself sets (for "
+                                   "SGLang's global MXFP8 rule); ignored",
+                                   prefix, source, kScaleLayoutKey));
   return marker;
 }
 
@@ -84,10 +92,15 @@ void add_marker(MarkerSet& set, Marker marker, std::set<std::string> nested = {}
     return;
   }
   const Marker& old = it->second;
-  if (old.format != marker.format || old.params != marker.params)
-    fail("Conflicting Comfy quantization markers for '{}': {} declares {} but {} declares {}",
-         marker.prefix, old.source, json{{"format", old.format}, {"params", old.params}}.dump(),
-         marker.source, json{{"format", marker.format}, {"params", marker.params}}.dump());
+  if (old.format == marker.format && old.params == marker.params) return;
+  bool key_conflict = old.format != marker.format;
+  for (const auto& [key, value] : marker.params.items())
+    if (auto other = old.params.find(key); other != old.params.end() && *other != value) key_conflict = true;
+  throw MarkerConflict(
+      fmt::format("Conflicting Comfy quantization markers for '{}': {} declares {} but {} declares {}",
+                  marker.prefix, old.source, json{{"format", old.format}, {"params", old.params}}.dump(),
+                  marker.source, json{{"format", marker.format}, {"params", marker.params}}.dump()),
+      key_conflict);
 }
 
 std::string file_name(const Checkpoint& checkpoint, const TensorView& tensor) {
@@ -103,14 +116,16 @@ void collect_tensor_markers(const Checkpoint& checkpoint, MarkerSet& set) {
     if ((tensor.dtype != DType::U8 && tensor.dtype != DType::I8) || tensor.rank() != 1)
       fail("layer '{}': Invalid Comfy quantization marker {}: expected a 1-D U8 tensor, found {} {}",
            prefix, source, dtype_name(tensor.dtype), shape_str(tensor.shape));
+    if (tensor.data.size() > kMaxMarkerBytes)
+      fail("layer '{}': Invalid Comfy quantization marker {}: {} bytes, more than the {} KiB a marker may hold",
+           prefix, source, tensor.data.size(), kMaxMarkerBytes / 1024);
     std::string text(tensor.data.size(), '\0');
     if (!text.empty()) std::memcpy(text.data(), tensor.data.data(), text.size());
     if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
       fail("layer '{}': Invalid Comfy quantization marker {}: not UTF-8 (byte {})", prefix, source, bad);
-    json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (object.is_discarded())
-      fail("layer '{}': Invalid Comfy quantization marker {}: not valid JSON", prefix, source);
-    add_marker(set, normalise(prefix, object, source), nested_only_keys(object));
+    const json object =
+        parse_strict_json(text, fmt::format("layer '{}': Invalid Comfy quantization marker {}", prefix, source));
+    add_marker(set, normalise(prefix, object, source, set.warnings), nested_only_keys(object));
     set.consumed.insert(tensor.name);
   }
 }
@@ -119,9 +134,10 @@ void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
   for (const FileInfo& file : checkpoint.files()) {
     auto entry = file.metadata.find(std::string(kHeaderMarkersKey));
     if (entry == file.metadata.end()) continue;
-    json root = json::parse(entry->second, nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded())
-      fail("Invalid _quantization_metadata in {}: not valid JSON", file.path);
+    if (entry->second.size() > kMaxQuantizationMetadataBytes)
+      fail("Invalid _quantization_metadata in {}: {} bytes, more than the {} MiB limit", file.path,
+           entry->second.size(), kMaxQuantizationMetadataBytes >> 20);
+    const json root = parse_strict_json(entry->second, fmt::format("Invalid _quantization_metadata in {}", file.path));
     if (!root.is_object())
       fail("Invalid _quantization_metadata in {}: must contain an object, found {}", file.path,
            root.type_name());
@@ -130,7 +146,7 @@ void collect_header_markers(const Checkpoint& checkpoint, MarkerSet& set) {
       fail("Invalid _quantization_metadata in {}: must contain a layers object", file.path);
     const std::string source = fmt::format("header of {}", file.path);
     for (const auto& [prefix, marker] : layers->items())
-      add_marker(set, normalise(prefix, marker, source), nested_only_keys(marker));
+      add_marker(set, normalise(prefix, marker, source, set.warnings), nested_only_keys(marker));
   }
 }
 
@@ -179,12 +195,57 @@ void normalise_scaled_fp8(const Checkpoint& checkpoint, MarkerSet& set) {
   }
 }
 
+std::string lower(std::string text) {
+  for (char& c : text)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return text;
+}
+
+// SGLang's global MXFP8 rule (inspect_comfy_quant_markers): when the set of
+// `quant_format` values over all files is exactly {"mxfp8"}, every unmarked
+// weight stored as F8_E4M3 [N, K] (K % 32 == 0) with a U8 weight_scale of
+// exactly [N, K/32] is an mxfp8 layer, its block exponents row-major (SRT's
+// MXFP8 convention; nothing in such a file is swizzled). Weights that do not
+// fit stay unmarked: the accounting then rejects them (SGLang raises
+// "MXFP8 layer ... has incompatible weight/scale metadata").
+void imply_global_mxfp8(const Checkpoint& checkpoint, MarkerSet& set) {
+  for (const FileInfo& file : checkpoint.files())
+    if (auto it = file.metadata.find("quant_format"); it != file.metadata.end() && !it->second.empty())
+      set.global_quant_formats.insert(lower(it->second));
+  if (!global_mxfp8(set)) return;
+  size_t implied = 0;
+  for (const TensorView& weight : checkpoint.tensors()) {
+    if (!ends_with(weight.name, ".weight") || weight.dtype != DType::F8_E4M3 || weight.rank() != 2) continue;
+    const std::string prefix = weight.name.substr(0, weight.name.size() - std::strlen(".weight"));
+    if (set.markers.count(prefix) || weight.shape[1] % 32 != 0) continue;
+    const TensorView* scale = checkpoint.find(prefix + ".weight_scale");
+    if (!scale || scale->dtype != DType::U8 || scale->shape != Shape{weight.shape[0], weight.shape[1] / 32})
+      continue;
+    Marker marker{prefix, "mxfp8", json::object(),
+                  fmt::format("the header's quant_format \"mxfp8\" in {}", file_name(checkpoint, weight))};
+    marker.params[std::string(kScaleLayoutKey)] = "linear";
+    set.markers.emplace(prefix, std::move(marker));
+    set.implied.insert(prefix);
+    ++implied;
+  }
+  if (implied > 0)
+    set.warnings.push_back(fmt::format(
+        "header quant_format \"mxfp8\": {} unmarked F8_E4M3 weight(s) with U8 [N, K/32] weight_scale read as mxfp8 "
+        "with row-major block exponents (SGLang's global MXFP8 rule; ComfyUI ignores quant_format)",
+        implied));
+}
+
 }  // namespace
+
+bool global_mxfp8(const MarkerSet& markers) {
+  return markers.global_quant_formats == std::set<std::string>{"mxfp8"};
+}
 
 MarkerSet collect_markers(const Checkpoint& checkpoint) {
   MarkerSet set;
   collect_tensor_markers(checkpoint, set);
   collect_header_markers(checkpoint, set);
+  imply_global_mxfp8(checkpoint, set);
   normalise_scaled_fp8(checkpoint, set);
   return set;
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "mixq/error.hpp"
+#include "mixq/escape.hpp"
 #include "mixq/format.hpp"
 #include "plan/profile.hpp"
 
@@ -76,12 +77,25 @@ Plan Plan::build(const Checkpoint& checkpoint, const PlanOptions& options) {
   const Profile& profile = *plan.profile_;
   plan.warnings_ = checkpoint.warnings();
 
+  // Data layouts the reference safetensors reader refuses (gaps between
+  // tensors, trailing bytes): the runtimes read with it.
+  const std::string_view runtime = profile.name.substr(0, profile.name.find('-'));  // "sglang-minimax-h3" -> sglang
+  for (const FileInfo& file : checkpoint.files())
+    if (!file.reference_reader_error.empty())
+      plan.warnings_.push_back(fmt::format(
+          "risk: {} reads {} with the safetensors library, which would raise SafetensorError: Error while "
+          "deserializing header: {}",
+          runtime, file.path, file.reference_reader_error));
+
   LayerSet set;
   Accounting found;
   try {
     plan.markers_ = collect_markers(checkpoint);
     set = group_layers(checkpoint, plan.markers_);
     found = account(plan.markers_, set);
+  } catch (const MarkerConflict& e) {
+    plan.error_ = profile.marker_conflict ? profile.marker_conflict(e) : std::string(e.what());
+    return plan;
   } catch (const Error& e) {
     plan.error_ = e.what();
     return plan;
@@ -100,7 +114,7 @@ Plan Plan::build(const Checkpoint& checkpoint, const PlanOptions& options) {
                                    : w);
     plan.layers_.push_back(std::move(entry));
   }
-  PlanState state{checkpoint, plan.markers_, plan.layers_, {}};
+  PlanState state{checkpoint, plan.markers_, plan.layers_, {}, {}};
   for (LayerPlan& entry : plan.layers_) {
     entry.method = base_method(entry);
     if (entry.method != "invalid" && !entry.embedding && profile.method)
@@ -126,6 +140,7 @@ Plan Plan::build(const Checkpoint& checkpoint, const PlanOptions& options) {
     plan.error_ = profile.resolve(state);
     plan.runtime_config_ = state.config;
   }
+  for (std::string& w : state.warnings) plan.warnings_.push_back(std::move(w));
   if (plan.error_.empty()) {
     for (LayerPlan& entry : plan.layers_) {
       if (entry.layer.format) continue;
@@ -174,13 +189,15 @@ json Plan::to_json() const {
                       {"out_features", l.layer.out_features},
                       {"in_features", l.layer.in_features}});
   }
-  return {{"profile", profile_name_},
+  json out = {{"profile", profile_name_},
           {"tp", tp_},
           {"accepted", accepted()},
           {"error", error_.empty() ? json(nullptr) : json(error_)},
           {"runtime_config", runtime_config_.empty() ? json(nullptr) : json(runtime_config_)},
           {"layers", layers},
           {"warnings", warnings_}};
+  make_json_utf8(out);  // messages may quote paths from the command line
+  return out;
 }
 
 }  // namespace mixq

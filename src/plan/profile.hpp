@@ -26,6 +26,7 @@ struct PlanState {
   const MarkerSet& markers;
   std::vector<LayerPlan>& layers;
   std::string config;  // the runtime configuration a profile resolved to
+  std::vector<std::string> warnings;  // risks a profile found (added to the plan's warnings)
 
   // nullptr for unmarked layers.
   const Marker* marker(const LayerPlan& layer) const;
@@ -46,6 +47,9 @@ struct Profile {
   std::string (*input_partition)(const LayerPlan& layer, int64_t in_per_partition) = nullptr;
   // Extra whole-layer rule for a tp degree (e.g. attention heads). May be null.
   std::string (*tp_rule)(const LayerPlan& layer, int tp) = nullptr;
+  // Phrases a marker conflict (collect_markers) in this runtime's words. May
+  // be null: the message as mixq words it.
+  std::string (*marker_conflict)(const MarkerConflict& conflict) = nullptr;
 };
 
 const Profile& comfyui_profile();

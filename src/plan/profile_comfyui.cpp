@@ -7,6 +7,9 @@
 //   scale tensors" (newer ComfyUI);
 // - embeddings honour only float8_* and int8_tensorwise markers; others would
 //   be put back into the state dict and the packed bytes loaded as the table.
+// - the header's quant_format (SGLang's global MXFP8 rule) means nothing to
+//   ComfyUI: such layers have no marker there, and their scales are refused
+//   as above (older ComfyUI loads the FP8 codes without them).
 // ComfyUI has no tensor parallelism: --tp checks mixq's layout rule only.
 #include <algorithm>
 #include <array>
@@ -34,9 +37,30 @@ bool contains(const std::array<std::string_view, N>& names, std::string_view nam
 
 // FP8 without input_scale: ComfyUI's FP8 layout quantizes the activation with
 // a static scale of 1.0, where the record's name (SGLang's view) says dynamic.
-std::string method(const PlanState&, const LayerPlan&, std::string base) {
+std::string method(const PlanState& state, const LayerPlan& layer, std::string base) {
+  if (state.markers.implied.count(layer.prefix())) return "unmarked";  // quant_format is not read
   if (base == "fp8:dynamic") return "fp8:unit_scale";
   return base;
+}
+
+// Layers marked only by the header's quant_format: ComfyUI sees no marker.
+std::string quant_format_problem(PlanState& state) {
+  std::vector<std::string> scales;
+  LayerPlan* first = nullptr;
+  for (LayerPlan& layer : state.layers) {
+    if (!state.markers.implied.count(layer.prefix())) continue;
+    if (!first) first = &layer;
+    scales.push_back(layer.prefix() + ".weight_scale");
+  }
+  if (!first) return {};
+  const std::string message = fmt::format(
+      "comfyui ignores the header's quant_format \"mxfp8\", so {} layer(s) have no comfy_quant marker there: {} "
+      "(older ComfyUI loads their F8_E4M3 codes as plain weights without the block scales)",
+      scales.size(),
+      raises(kRuntime, "RuntimeError", fmt::format("unrecognized quantization scale tensors: {}", py_list(scales))));
+  for (LayerPlan& layer : state.layers)
+    if (state.markers.implied.count(layer.prefix()) && layer.reason.empty()) layer.reason = message;
+  return message;
 }
 
 std::string accounting(const PlanState& state, const Accounting& found) {
@@ -60,6 +84,7 @@ std::string accounting(const PlanState& state, const Accounting& found) {
 }
 
 std::string resolve(PlanState& state) {
+  if (std::string problem = quant_format_problem(state); !problem.empty()) return problem;
   for (LayerPlan& layer : state.layers) {
     const std::string format = layer.format_name();
     if (format.empty()) continue;
@@ -85,7 +110,7 @@ std::string resolve(PlanState& state) {
 }  // namespace
 
 const Profile& comfyui_profile() {
-  static const Profile profile{kRuntime, method, accounting, resolve, nullptr, nullptr};
+  static const Profile profile{kRuntime, method, accounting, resolve, nullptr, nullptr, nullptr};
   return profile;
 }
 

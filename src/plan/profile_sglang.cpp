@@ -103,6 +103,13 @@ std::string resolve_generic(PlanState& state) {
   if (std::string problem = nested_params_problem(state); !problem.empty())
     return fmt::format("sglang would silently misread a marker: {}", problem);
   state.config = std::string(rule->config);
+  if (!state.markers.implied.empty())
+    state.warnings.push_back(fmt::format(
+        "risk: {} layer(s) are mxfp8 only by the header's quant_format, with row-major [N, K/32] block exponents "
+        "(as SGLang's SRT MXFP8 path reads them); sglang 0.5.x runs them with ComfyMXFP8LinearMethod, which on "
+        "its FlashInfer cutlass/cutedsl MXFP8 backends takes the scale bytes as already swizzled "
+        "(comfy-kitchen's layout) and would decode other weights: check the backend",
+        state.markers.implied.size()));
   return {};
 }
 
@@ -112,7 +119,7 @@ namespace mixq {
 
 const Profile& sglang_profile() {
   static const Profile profile{"sglang", sglang::method, sglang::accounting, sglang::resolve,
-                               sglang::input_partition, nullptr};
+                               sglang::input_partition, nullptr, sglang::marker_conflict};
   return profile;
 }
 

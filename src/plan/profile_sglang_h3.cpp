@@ -154,7 +154,7 @@ std::string tp_rule(const LayerPlan& layer, int tp) {
 
 const Profile& sglang_minimax_h3_profile() {
   static const Profile profile{"sglang-minimax-h3", method, sglang::accounting, resolve,
-                               sglang::input_partition, tp_rule};
+                               sglang::input_partition, tp_rule, sglang::marker_conflict};
   return profile;
 }
 

@@ -170,6 +170,7 @@ std::string inspect(const LayerPlan& layer, const json& top) {
 }
 
 std::string inspect_all(PlanState& state) {
+  if (std::string problem = global_mxfp8_problem(state); !problem.empty()) return problem;
   // SGLang does not convert legacy scaled_fp8 files: their FP8 weights have no marker for it.
   std::vector<std::string> legacy;
   for (const auto& [prefix, marker] : state.markers.markers)

@@ -159,27 +159,52 @@ std::string method(const PlanState& state, const LayerPlan& layer, std::string b
   return base;
 }
 
+// Python's repr of SGLang's (dtype, shape) metadata tuple: ('U8', (4, 2)).
+static std::string py_meta(const TensorView* t) {
+  if (!t) return "None";
+  std::string shape = "(";
+  for (size_t i = 0; i < t->shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(t->shape[i]);
+  if (t->shape.size() == 1) shape += ",";
+  shape += ")";
+  return fmt::format("('{}', {})", dtype_name(t->dtype), shape);
+}
+
+std::string global_mxfp8_problem(const PlanState& state) {
+  if (!global_mxfp8(state.markers)) return {};
+  const Checkpoint& ckpt = state.checkpoint;
+  for (const TensorView& weight : ckpt.tensors()) {
+    const std::string_view name = weight.name;
+    constexpr std::string_view kWeight = ".weight";
+    if (name.size() <= kWeight.size() || name.substr(name.size() - kWeight.size()) != kWeight) continue;
+    if (weight.dtype != DType::F8_E4M3 && weight.dtype != DType::I8 && weight.dtype != DType::U8) continue;
+    const std::string prefix(name.substr(0, name.size() - kWeight.size()));
+    const TensorView* scale = ckpt.find(prefix + ".weight_scale");
+    const bool fits = weight.dtype == DType::F8_E4M3 && weight.rank() == 2 && weight.shape[1] % 32 == 0 && scale &&
+                      scale->dtype == DType::U8 && scale->shape == Shape{weight.shape[0], weight.shape[1] / 32};
+    if (fits) continue;
+    const std::string message =
+        value_error(fmt::format("MXFP8 layer '{}' has incompatible weight/scale metadata: {} and {} (the header's "
+                                "quant_format \"mxfp8\" applies SGLang's global MXFP8 rule to every F8_E4M3, I8 "
+                                "and U8 weight)",
+                                prefix, py_meta(&weight), py_meta(scale)));
+    for (LayerPlan& layer : state.layers)
+      if (layer.prefix() == prefix && layer.reason.empty()) layer.reason = message;
+    return message;
+  }
+  return {};
+}
+
+std::string marker_conflict(const MarkerConflict& conflict) {
+  if (conflict.key_conflict) return value_error(conflict.what());
+  return fmt::format("{} (sglang would merge these two markers; mixq refuses markers that differ)", conflict.what());
+}
+
 std::string accounting(const PlanState& state, const Accounting& found) {
   if (std::string m = orphan_message(found); !m.empty()) return m;
-  if (!found.missing_markers.empty()) {
-    // Header quant_format=mxfp8 on every shard gives unmarked quantized weights
-    // SGLang's SRT MXFP8 method (§1.2) with LINEAR [N, K/32] scales, while a
-    // Comfy mxfp8 marker means swizzled scales: mixq does not plan that path.
-    bool global_mxfp8 = !state.checkpoint.files().empty();
-    for (const FileInfo& file : state.checkpoint.files()) {
-      auto it = file.metadata.find("quant_format");
-      std::string value = it == file.metadata.end() ? std::string() : it->second;
-      std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
-      global_mxfp8 = global_mxfp8 && value == "mxfp8";
-    }
-    if (global_mxfp8)
-      return fmt::format("quantized weights without a comfy_quant marker: {}: sglang would mark them mxfp8 "
-                         "from the header's quant_format and run its SRT MXFP8 method with linear [N, K/32] "
-                         "scales, a layout mixq does not plan",
-                         py_list(found.missing_markers));
+  if (std::string m = global_mxfp8_problem(state); !m.empty()) return m;
+  if (!found.missing_markers.empty())
     return value_error(fmt::format("Quantized weights are missing comfy_quant metadata: {}",
                                    py_list(found.missing_markers, 5)));
-  }
   return unclaimed_message(found);
 }
 

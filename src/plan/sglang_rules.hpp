@@ -55,4 +55,15 @@ std::string input_partition(const LayerPlan& layer, int64_t in_per_partition);
 // The generic resolver (§3.2); also the H3 fallback without nvfp4.
 std::string resolve_generic(PlanState& state);
 
+// SGLang's global MXFP8 rule (header quant_format exactly {"mxfp8"}): every
+// weight stored as F8_E4M3, I8 or U8, marked or not, must be a 2-D F8_E4M3
+// [N, K] with K % 32 == 0 and a U8 weight_scale of exactly [N, K/32], else
+// ValueError "MXFP8 layer ... has incompatible weight/scale metadata". Empty
+// when the rule is off or every weight fits; else the full rejection message.
+std::string global_mxfp8_problem(const PlanState& state);
+
+// A conflicting marker in SGLang's words (its ValueError) when SGLang would
+// raise too; mixq's own message when SGLang would merge the two.
+std::string marker_conflict(const MarkerConflict& conflict);
+
 }  // namespace mixq::sglang
