@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "io/strict_json.hpp"
 #include "linear/synthetic_layer.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
@@ -80,8 +82,8 @@ std::pair<const FormatTraits*, nlohmann::json> parse_format(const std::string& s
       if (eq == std::string::npos || eq == 0)
         throw UsageError(fmt::format("--format '{}': expected key=value, found '{}'", spec, item));
       const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-      nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
-      params[key] = v.is_discarded() ? nlohmann::json(value) : v;
+      auto v = try_parse_strict_json(value);
+      params[key] = v ? std::move(*v) : nlohmann::json(value);
       pos = comma + 1;
     }
   }
@@ -174,7 +176,7 @@ void run(const Options& o) {
                                       {"read_bandwidth_gbs", measured(limits.read_gbs)},
                                       {"source", "measured at the start of this run (median of 3)"}}},
                           {"results", results}};
-    std::cout << out.dump(2) << "\n";
+    print_json(std::move(out));
   } else {
     if (limits.int8_gops > 0)
       std::cout << fmt::format(

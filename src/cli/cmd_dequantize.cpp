@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "io/file_checks.hpp"
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
@@ -36,6 +38,7 @@ void run(const std::vector<std::string>& paths, const std::string& prefix, const
          const std::string& basis_name, bool quiet) {
   const Basis basis = basis_name == "stored" ? Basis::stored : Basis::original;
   const Checkpoint checkpoint = Checkpoint::open(paths);
+  refuse_output_over_inputs(output, checkpoint.source_paths());
   const LayerSet set = group_layers(checkpoint, collect_markers(checkpoint));
   const auto it = std::find_if(set.layers.begin(), set.layers.end(), [&](const Layer& l) { return l.prefix == prefix; });
   if (it == set.layers.end())
@@ -49,11 +52,12 @@ void run(const std::vector<std::string>& paths, const std::string& prefix, const
   if (n <= 0 || k <= 0) fail("layer '{}': logical shape [{}, {}] is empty", layer.prefix, n, k);
   std::vector<float> weight(static_cast<size_t>(n) * static_cast<size_t>(k));
   layer.format->dequantize(layer, basis, weight.data());
+  checkpoint.check_intact();
   write_npy(output, {n, k}, weight.data());
   if (!quiet) {
-    for (const std::string& w : layer.warnings) std::cerr << "mixq: warning: " << w << "\n";
-    std::cout << fmt::format("{}: {} [{}, {}] ({} basis) -> {}\n", layer.prefix, layer.format->name, n, k,
-                             basis_name, output);
+    for (const std::string& w : layer.warnings) print_warning(w);
+    std::cout << fmt::format("{}: {} [{}, {}] ({} basis) -> {}\n", esc(layer.prefix), layer.format->name, n, k,
+                             basis_name, esc(output));
   }
 }
 

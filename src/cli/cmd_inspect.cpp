@@ -25,7 +25,7 @@ std::string params_text(const json& params) {
 
 void print_table(const json& report) {
   for (const auto& f : report["files"])
-    std::cout << fmt::format("{}: {}, {} tensors, header {}{}\n", f["path"].get<std::string>(),
+    std::cout << fmt::format("{}: {}, {} tensors, header {}{}\n", esc(f["path"].get<std::string>()),
                              human_bytes(f["bytes"].get<uint64_t>()), f["tensors"].get<int64_t>(),
                              human_bytes(f["header_bytes"].get<uint64_t>()),
                              f["trailing_bytes"].get<uint64_t>()
@@ -46,11 +46,11 @@ void print_table(const json& report) {
                  human_bytes(total["bytes"].get<uint64_t>()),
                  fmt::format("{:.2f}", total["bits_per_weight"].get<double>())});
   std::cout << formats.str();
-  if (!report["other_tensors"].empty())
-    std::cout << fmt::format("\n{} other tensors (not linear layers)\n", report["other_tensors"].size());
+  if (const auto others = report["other_tensor_count"].get<uint64_t>(); others > 0)
+    std::cout << fmt::format("\n{} other tensors (not linear layers)\n", others);
   if (!report["warnings"].empty()) {
     std::cout << "\nwarnings:\n";
-    for (const auto& w : report["warnings"]) std::cout << "  - " << w.get<std::string>() << "\n";
+    for (const auto& w : report["warnings"]) std::cout << "  - " << esc(w.get<std::string>()) << "\n";
   }
 }
 
@@ -65,9 +65,10 @@ void add_inspect(CLI::App& root) {
   cmd->add_flag("--json", as_json, "print one JSON object");
   cmd->callback([] {
     Checkpoint checkpoint = Checkpoint::open(paths);
-    json report = inspect_report(checkpoint);
+    json report = inspect_report(checkpoint, /*list_other_tensors=*/as_json);
+    checkpoint.check_intact();  // markers were read from the mapping
     if (as_json)
-      std::cout << report.dump(2) << "\n";
+      print_json(std::move(report));
     else
       print_table(report);
   });

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "io/file_checks.hpp"
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
@@ -34,6 +36,9 @@ bool is_padding_of(const Layer& layer, int64_t cols, int64_t k) {
 
 void run(const Options& o) {
   const Checkpoint checkpoint = Checkpoint::open(o.paths);
+  std::vector<std::string> inputs = checkpoint.source_paths();
+  inputs.push_back(o.input);
+  refuse_output_over_inputs(o.output, inputs);
   const LayerSet set = group_layers(checkpoint, collect_markers(checkpoint));
   const auto it = std::find_if(set.layers.begin(), set.layers.end(),
                                [&](const Layer& l) { return l.prefix == o.prefix; });
@@ -67,11 +72,12 @@ void run(const Options& o) {
   }
   std::vector<float> y(static_cast<size_t>(m * n));
   linear->forward(xin, m, y.data());
+  checkpoint.check_intact();
   const Shape out_shape = x.shape.size() == 2 ? Shape{m, n} : Shape{n};
   write_npy(o.output, out_shape, y.data());
   if (!o.quiet)
-    std::cout << fmt::format("{}: {} [{}, {}] x [{}, {}] -> {} ({} kernel, {} threads)\n", layer.prefix,
-                             layer.format->name, n, k, m, cols, o.output, linear->kernel_name(),
+    std::cout << fmt::format("{}: {} [{}, {}] x [{}, {}] -> {} ({} kernel, {} threads)\n", esc(layer.prefix),
+                             layer.format->name, n, k, m, cols, esc(o.output), linear->kernel_name(),
                              num_threads());
 }
 

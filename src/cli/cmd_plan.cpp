@@ -33,7 +33,7 @@ std::string degrees_text(const std::vector<int>& degrees) {
 void print_table(const Plan& plan, const std::vector<int>* max_tp) {
   std::cout << fmt::format("profile {}, tp {}: {}\n", plan.profile(), plan.tp(),
                            plan.accepted() ? "accepted" : "REJECTED");
-  if (!plan.runtime_config().empty()) std::cout << "runtime config: " << plan.runtime_config() << "\n";
+  if (!plan.runtime_config().empty()) std::cout << "runtime config: " << esc(plan.runtime_config()) << "\n";
   std::cout << "\n";
   Table table({"layer", "format", "method", "out x in", "split", "tp", "reason"});
   for (const LayerPlan& l : plan.layers()) {
@@ -48,7 +48,7 @@ void print_table(const Plan& plan, const std::vector<int>* max_tp) {
     constexpr size_t kShown = 4;
     std::cout << "\nwarnings:\n";
     for (size_t i = 0; i < plan.warnings().size() && i < kShown; ++i)
-      std::cout << "  - " << plan.warnings()[i] << "\n";
+      std::cout << "  - " << esc(plan.warnings()[i]) << "\n";
     if (plan.warnings().size() > kShown)
       std::cout << fmt::format("  ... and {} more (--json or mixq inspect lists them all)\n",
                                plan.warnings().size() - kShown);
@@ -74,12 +74,13 @@ void add_plan(CLI::App& root) {
   cmd->callback([] {
     Checkpoint checkpoint = Checkpoint::open(paths);
     Plan plan = Plan::build(checkpoint, PlanOptions{profile, tp});
+    checkpoint.check_intact();  // markers were read from the mapping
     std::vector<int> degrees;
     if (max_tp) degrees = plan.admitted_tp(64);
     if (as_json) {
       json report = plan.to_json();
       if (max_tp) report["max_tp"] = degrees;
-      std::cout << report.dump(2) << "\n";
+      print_json(std::move(report));
     } else {
       print_table(plan, max_tp ? &degrees : nullptr);
     }

@@ -13,6 +13,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "io/file_checks.hpp"
 #include "mixq/error.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/recipe.hpp"
@@ -90,7 +91,7 @@ void print_summary(const QuantizeReport& r) {
                            fell_back ? fmt::format(" ({} by fallback=keep)", fell_back) : "");
   std::cout << fmt::format("{} -> {} in {:.2f} s ({:.2f} GB/s of source)\n", human_bytes(r.source_bytes),
                            human_bytes(r.output_bytes), r.seconds, gbps);
-  for (const auto& f : r.files) std::cout << "  " << f << "\n";
+  for (const auto& f : r.files) std::cout << "  " << esc(f) << "\n";
 }
 
 }  // namespace
@@ -115,15 +116,16 @@ void add_quantize(CLI::App& root) {
     options.output = args.output;
     options.markers = parse_marker_dialect(args.markers);
     if (!args.shard_size.empty()) options.shard_size = parse_byte_size(args.shard_size);
+    if (!args.recipe_file.empty()) refuse_output_over_inputs(args.output, {args.recipe_file});
     Recipe recipe = build_recipe(args);
     ProgressLine line;
     if (!args.quiet && isatty(STDERR_FILENO))
       options.progress = [&line](const QuantizeProgress& p) { line(p); };
     QuantizeReport report = quantize_checkpoint(args.source, recipe, options);
     if (!args.quiet)
-      for (const auto& w : report.warnings) std::cerr << "mixq: warning: " << w << "\n";
+      for (const auto& w : report.warnings) print_warning(w);
     if (args.json)
-      std::cout << quantize_report_json(report).dump(2) << "\n";
+      print_json(quantize_report_json(report));
     else if (!args.quiet)
       print_summary(report);
   });

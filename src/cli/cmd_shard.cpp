@@ -33,7 +33,7 @@ void print_summary(const ShardReport& r) {
                            r.index["replicated_tensors"].get<size_t>());
   std::cout << fmt::format("{} -> {} ranks, {} in all, in {:.2f} s\n", human_bytes(r.source_bytes),
                            r.rank_bytes.size(), human_bytes(total), r.seconds);
-  std::cout << "  " << r.folder << "\n";
+  std::cout << "  " << esc(r.folder) << "\n";
 }
 
 }  // namespace
@@ -52,7 +52,7 @@ void add_shard(CLI::App& root) {
   cmd->callback([] {
     const ShardReport report = write_tp_shards(paths, options);
     if (as_json)
-      std::cout << report.index.dump(2) << "\n";
+      print_json(report.index);
     else
       print_summary(report);
   });

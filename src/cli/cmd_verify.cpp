@@ -35,7 +35,7 @@ void print_table(const VerifyReport& report, bool with_source) {
   std::cout << table.str();
   std::cout << fmt::format("\n{} quantized layers checked ({} unquantized), {} failed\n",
                            report.layers.size(), report.unquantized_layers, report.failed);
-  for (const auto& w : report.warnings) std::cout << "warning: " << w << "\n";
+  for (const auto& w : report.warnings) std::cout << "warning: " << esc(w) << "\n";
 }
 
 }  // namespace
@@ -60,8 +60,10 @@ void add_verify(CLI::App& root) {
     VerifyOptions options;
     options.max_rel_error = max_error;
     VerifyReport report = verify_checkpoint(checkpoint, source ? &*source : nullptr, options);
+    checkpoint.check_intact();
+    if (source) source->check_intact();
     if (as_json)
-      std::cout << verify_report_json(report).dump(2) << "\n";
+      print_json(verify_report_json(report));
     else
       print_table(report, source.has_value());
     std::cout.flush();

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "io/file_checks.hpp"
 #include "io/shard_index.hpp"
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
@@ -283,14 +284,8 @@ void move_into_place(const Target& target, StagingDir& staging) {
   staging.finish();
 }
 
-}  // namespace
-
-QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths, const Recipe& recipe,
-                                   const QuantizeOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const Target target = resolve_target(options.output, options.shard_size);
-  Checkpoint source = Checkpoint::open(source_paths);
-  refuse_overwriting_source(source, target);
+QuantizeReport quantize_opened(const Checkpoint& source, const Recipe& recipe, const QuantizeOptions& options,
+                               const Target& target, std::chrono::steady_clock::time_point start) {
   MarkerSet markers = collect_markers(source);
   LayerSet set = group_layers(source, markers);
 
@@ -307,9 +302,32 @@ QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths,
   const nlohmann::json new_markers = std::move(quantized.header_markers);
   const std::vector<OutTensor> out = output_list(source, set, quantized);
   write_pass(source, set, target, staging, spill, out, new_markers, options, report);
+  // Everything above read the source through its mapping: if another process
+  // truncated it meanwhile, those reads returned zeros. Nothing goes in place.
+  source.check_intact();
   move_into_place(target, staging);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+}  // namespace
+
+QuantizeReport quantize_checkpoint(const std::vector<std::string>& source_paths, const Recipe& recipe,
+                                   const QuantizeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const Checkpoint source = Checkpoint::open(source_paths);
+  // First of all: -o must not name a source file (whatever else is wrong with it).
+  if (!options.output.empty()) refuse_output_over_inputs(options.output, source.source_paths());
+  const Target target = resolve_target(options.output, options.shard_size);
+  refuse_overwriting_source(source, target);
+  try {
+    return quantize_opened(source, recipe, options, target, start);
+  } catch (const Error&) {
+    // A source truncated under us explains any failure (a write from a
+    // vanished page fails with EFAULT): say so, naming the file.
+    source.check_intact();
+    throw;
+  }
 }
 
 }  // namespace mixq

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "io/strict_json.hpp"
 #include "mixq/marker.hpp"
 #include "quantize/stages.hpp"
 
@@ -67,7 +68,8 @@ nlohmann::json source_header_markers(const Checkpoint& source) {
   for (const FileInfo& file : source.files()) {
     auto it = file.metadata.find(std::string(kHeaderMarkersKey));
     if (it == file.metadata.end()) continue;
-    auto json = nlohmann::json::parse(it->second, nullptr, false);
+    // collect_markers validated it (strict parser, size limit) already.
+    auto json = parse_strict_json(it->second, fmt::format("Invalid _quantization_metadata in {}", file.path));
     if (json.is_object() && json.contains(std::string(kHeaderLayersKey)) && json[std::string(kHeaderLayersKey)].is_object())
       for (const auto& [prefix, marker] : json[std::string(kHeaderLayersKey)].items()) layers[prefix] = marker;
   }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "io/file_checks.hpp"
 #include "mixq/error.hpp"
 #include "quantize/stages.hpp"
 
@@ -36,12 +37,12 @@ Target resolve_target(const std::string& output, uint64_t shard_size) {
   return t;
 }
 
+// The output must be none of the source's files (shards and index, by path,
+// hard link or symbolic link: io/file_checks.hpp), nor a folder holding them.
 void refuse_overwriting_source(const Checkpoint& source, const Target& target) {
-  std::error_code ec;
+  refuse_output_over_inputs(target.final_path.string(), source.source_paths());
   for (const FileInfo& file : source.files()) {
     fs::path src = fs::absolute(file.path).lexically_normal();
-    if (fs::exists(target.final_path, ec) && fs::equivalent(src, target.final_path, ec))
-      fail("{}: the output would overwrite the source", target.final_path.string());
     if (target.folder) {
       auto rel = src.lexically_relative(target.final_path);
       if (!rel.empty() && *rel.begin() != "..")

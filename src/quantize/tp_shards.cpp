@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.hpp"
+#include "io/file_checks.hpp"
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
 #include "mixq/marker.hpp"
@@ -60,10 +61,11 @@ ShardReport write_tp_shards(const std::vector<std::string>& sources, const Shard
   if (options.degree < 1)
     throw UsageError(fmt::format("tensor-parallel degree must be >= 1, got {}", options.degree));
   if (options.output.empty()) throw UsageError("shard: -o DIR is required");
+  const Checkpoint source = Checkpoint::open(sources);
+  refuse_output_over_inputs(options.output, source.source_paths());  // before anything else is said about -o
   quantize::Target target = quantize::resolve_target(options.output, 0);
   if (!target.folder) fail("{}: the output of mixq shard is a folder, not a file", target.final_path.string());
   const fs::path folder = target.final_path;
-  const Checkpoint source = Checkpoint::open(sources);
   quantize::refuse_overwriting_source(source, target);
   const Plan plan = Plan::build(source, PlanOptions{options.profile, options.degree});
   plan.require_accepted();  // the text of `mixq plan --tp N`: first layer and reason
@@ -130,6 +132,9 @@ ShardReport write_tp_shards(const std::vector<std::string>& sources, const Shard
   }
   report.files.push_back((folder / kShardIndexName).string());
 
+  // The ranks were copied from the source's mapping: a source truncated
+  // meanwhile gave zeros (io/sigbus_guard.hpp). Nothing goes in place then.
+  source.check_intact();
   std::error_code ec;
   fs::rename(staging.path(), folder, ec);
   if (ec) fail("{}: cannot move the finished output into place: {}", folder.string(), ec.message());
