@@ -71,13 +71,22 @@ bench:
 	cmake --build --preset bench
 	./scripts/bench.sh
 
+# Every libFuzzer target for FUZZ_SECONDS in all (split evenly), seeded by
+# fuzz/make_corpus.py; findings stop the run (exit status non-zero).
+FUZZ_TARGETS := checkpoint marker npy
 fuzz:
 	$(call install_missing,$(DEBIAN_PACKAGES) $(FUZZ_PACKAGES))
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	mkdir -p build/fuzz/corpus
-	./build/fuzz/fuzz/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -dict=fuzz/safetensors.dict \
-	  build/fuzz/corpus fuzz/corpus
+	python3 fuzz/make_corpus.py build/fuzz/seeds
+	@per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
+	for t in $(FUZZ_TARGETS); do \
+	  dict=fuzz/safetensors.dict; [ $$t = npy ] && dict=fuzz/npy.dict; \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  echo "== fuzz_$$t for $$per s"; \
+	  ./build/fuzz/fuzz/fuzz_$$t -max_total_time=$$per -rss_limit_mb=2048 -dict=$$dict \
+	    build/fuzz/corpus/$$t build/fuzz/seeds/$$t || exit 1; \
+	done
 
 clean:
 	rm -rf build

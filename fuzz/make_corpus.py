@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus of fuzz_checkpoint into fuzz/corpus/ (committed).
+"""Writes the seed corpora of the fuzz targets: `make_corpus.py OUT` fills
+OUT/checkpoint (fuzz_checkpoint), OUT/marker (fuzz_marker) and OUT/npy
+(fuzz_npy). `make fuzz` runs it into build/fuzz/seeds; nothing is committed.
 
-Tiny safetensors images: valid float and quantized layers in both marker
-dialects, nested params, legacy scaled_fp8, trailing bytes, and a few invalid
-ones (one rule broken each). Standard library only; rerun to regenerate.
+Checkpoints: valid float and quantized layers in both marker dialects, nested
+params, legacy scaled_fp8, SGLang's global MXFP8 (header quant_format), and
+the hostile inputs of issue 15 (nesting bombs, duplicate keys, NUL and
+control characters in names, gaps between tensors, trailing bytes), plus a
+few invalid images (one rule broken each). Markers: one byte for the dialect
+(even: tensor, odd: header) then the marker text. .npy: valid v1/v2 files and
+one broken rule each. Standard library only.
 """
 import json
 import os
 import struct
-
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+import sys
 SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
          "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
          "F8_E8M0": 1}
@@ -75,9 +80,9 @@ MARKERS = {
 }
 
 
-def main():
-    os.makedirs(HERE, exist_ok=True)
-    seeds = {
+def checkpoint_seeds():
+    deep = "[" * 200 + "]" * 200
+    return {
         "valid_float": image([
             ("blocks.0.attn.qkv_proj.weight", "BF16", [8, 16], None),
             ("blocks.0.attn.qkv_proj.bias", "BF16", [8], None),
@@ -108,10 +113,110 @@ def main():
         "invalid_dtype": raw_image(json.dumps({"a": {"dtype": "F4", "shape": [2], "data_offsets": [0, 1]}}), b"\0"),
         "invalid_length": raw_image("{}", b"", length=1 << 40),
         "invalid_metadata": raw_image(json.dumps({"__metadata__": {"a": 1}})),
+        # Issue 15: hostile inputs (nesting kept small: 200 levels is past the cap of 64).
+        "deep_tensor_marker": image([("x.weight", "F32", [2, 2], None),
+                                     ("x.comfy_quant", "U8", [len(deep)], deep.encode())]),
+        "deep_params": image([("x.weight", "F32", [2, 2], None),
+                              marker_raw("x", '{"format": "float8_e4m3fn", "params": ' + deep + '}')]),
+        "deep_metadata": image([("x.weight", "F32", [2, 2], None)],
+                               {"_quantization_metadata": '{"layers": {"x": ' + deep + '}}'}),
+        "duplicate_marker_key": image([("x.weight", "F8_E4M3", [2, 32], None), ("x.weight_scale", "F32", [], F32_HALF),
+                                       marker_raw("x", '{"format": "float8_e4m3fn", "format": "nvfp4"}')]),
+        "nul_name": raw_image('{"a\\u0000b": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}', b"\0"),
+        "control_names": image([("red\x1b[31m.weight", "F32", [2, 2], None), ("bell\x07\n.weight", "F32", [2, 2], None)]),
+        "gap": raw_image(json.dumps({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                                     "b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]}}), b"\0" * 12),
+        "empty_inside": raw_image(json.dumps({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                                              "e": {"dtype": "U8", "shape": [0], "data_offsets": [2, 2]}}), b"\0" * 4),
+        "global_mxfp8": image([("blocks.0.attn.out_proj.weight", "F8_E4M3", [32, 64], None),
+                               ("blocks.0.attn.out_proj.weight_scale", "U8", [32, 2], bytes([120] * 64)),
+                               ("refiner.weight", "BF16", [8, 16], None)], {"quant_format": "MXFP8"}),
+        "global_mxfp8_bad": image(layers_quantized() + [marker(p, m) for p, m in MARKERS.items()],
+                                  {"quant_format": "mxfp8"}),
+        "conflict_key": image(layers_quantized() + [marker("blocks.1.mlp.fc2", {"format": "float8_e4m3fn",
+                                                                               "full_precision_matrix_mult": False})],
+                              {"_quantization_metadata": json.dumps({"layers": {"blocks.1.mlp.fc2": {
+                                  "format": "float8_e4m3fn", "full_precision_matrix_mult": True}}})}),
+        "scale_layout_forged": image([("x.weight", "F8_E4M3", [32, 64], None), ("x.weight_scale", "U8", [128, 4], None),
+                                      marker("x", {"format": "mxfp8", "_scale_layout": "linear"})]),
     }
-    for name, blob in seeds.items():
-        with open(os.path.join(HERE, name + ".safetensors"), "wb") as f:
-            f.write(blob)
+
+
+def marker_raw(prefix, text):
+    raw = text.encode()
+    return (prefix + ".comfy_quant", "U8", [len(raw)], raw)
+
+
+def marker_seeds():
+    """Dialect byte (even: tensor marker, odd: header entry) + marker text."""
+    texts = {
+        "fp8": '{"format": "float8_e4m3fn"}',
+        "fp8_full": '{"format": "float8_e4m3fn", "full_precision_matrix_mult": true}',
+        "int8_convrot": '{"format": "int8_tensorwise", "convrot": true, "convrot_groupsize": 16}',
+        "int8_nested": '{"format": "int8_tensorwise", "params": {"convrot": true, "convrot_groupsize": 256}}',
+        "nvfp4": '{"format": "nvfp4"}',
+        "mxfp8": '{"format": "mxfp8", "_scale_layout": "linear"}',
+        "w4a4": '{"format": "convrot_w4a4", "convrot_groupsize": 64, "linear_dtype": "int8"}',
+        "w4a8": '{"format": "asym_w4a8_int8", "group_size": 16, "convrot": true}',
+        "awq": '{"format": "awq_w4a16", "group_size": 64}',
+        "svdquant": '{"format": "svdquant_w4a4", "act_unsigned": false, "layout": "tile"}',
+        "unknown": '{"format": "fp4_magic"}',
+        "no_format": '{"convrot": true}',
+        "not_object": "[1, 2]",
+        "duplicate": '{"format": "nvfp4", "format": "nvfp4"}',
+        "deep": '{"format": "nvfp4", "params": ' + "[" * 100 + "]" * 100 + "}",
+        "bad_utf8": '{"format": "\xff\xfe"}',
+        "control": '{"format": "float8_e4m3fn", "x\u001b[2J": "\u0007"}',
+        "numbers": '{"format": "int8_tensorwise", "convrot": 1, "convrot_groupsize": 1e400}',
+    }
+    seeds = {}
+    for name, text in texts.items():
+        raw = text.encode("latin-1") if "\xff" in text else text.encode()
+        seeds["tensor_" + name] = b"\x00" + raw
+        seeds["header_" + name] = b"\x01" + raw
+    return seeds
+
+
+def npy(header, data=b"", version=1, length=None):
+    text = header.encode("latin-1")
+    pre = 10 if version == 1 else 12
+    pad = -(pre + len(text) + 1) % 64
+    text += b" " * pad + b"\n"
+    n = len(text) if length is None else length
+    size = struct.pack("<H", n) if version == 1 else struct.pack("<I", n)
+    return b"\x93NUMPY" + bytes([version, 0]) + size + text + data
+
+
+def npy_seeds():
+    f4 = struct.pack("<6f", *range(6))
+    return {
+        "valid_f4": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", f4),
+        "valid_f2_v2": npy("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }", b"\0\x3c" * 3, version=2),
+        "scalar": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", f4[:4]),
+        "empty": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5), }"),
+        "duplicate_key": npy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f4[:4]),
+        "missing_key": npy("{'descr': '<f4', 'shape': (1,), }", f4[:4]),
+        "fortran": npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f4),
+        "big_endian": npy("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", f4[:4]),
+        "truncated": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (100,), }", f4),
+        "trailing": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f4),
+        "overflow": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }"),
+        "negative": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }"),
+        "control_header": npy("{'descr': '<f4\x1b[2J\n', 'fortran_order': False, 'shape': (1,), }", f4[:4]),
+        "long_header": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': '" + "a" * 300 + "'}"),
+        "bad_length": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f4[:4], length=65535),
+        "version3": npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", f4[:4], version=3),
+    }
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "fuzz", "seeds")
+    for target, seeds in (("checkpoint", checkpoint_seeds()), ("marker", marker_seeds()), ("npy", npy_seeds())):
+        folder = os.path.join(out, target)
+        os.makedirs(folder, exist_ok=True)
+        for name, blob in seeds.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.write(blob)
 
 
 if __name__ == "__main__":
