@@ -36,7 +36,7 @@ ALLOWED = {
 }
 # Which layer each public header belongs to.
 PUBLIC = {
-    "error": "util", "dtype": "util", "tensor": "util", "threads": "util", "version": "util",
+    "error": "util", "escape": "util", "dtype": "util", "tensor": "util", "threads": "util", "version": "util",
     "numeric": "numeric",
     "checkpoint": "io", "safetensors_writer": "io", "npy": "io",
     "format": "formats", "layer": "formats", "marker": "formats",
