@@ -146,6 +146,7 @@ def test_flux_forward(flux, mixq_cli, recipe):
     e_mixq, e_eager, e_ck = rel(y_mixq, y_float), rel(y_eager, y_float), rel(y_ckmixq, y_float)
     quadrature = e_mixq ** 2 / sum(e ** 2 for e in errors.values())
     numbers = dict(mixq_vs_eager=rel(y_mixq, y_eager), ckmixq_vs_eager=rel(y_ckmixq, y_eager),
+                   ckmixq_vs_mixq=rel(y_ckmixq, y_mixq),
                    mixq_vs_float=e_mixq, eager_vs_float=e_eager, ckmixq_vs_float=e_ck,
                    per_group_vs_float=errors, quadrature=quadrature, bf16_vs_f32=rel(y_bf16, y_mixq))
     print(f"\n{recipe}: {numbers}")
