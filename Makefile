@@ -46,7 +46,7 @@ test-python: build
 	./scripts/python_test.sh
 
 # mixq.torch, the comfy-kitchen backend and a diffusers FLUX transformer end to
-# end (venv build/torch-venv with PyTorch, comfy-kitchen, diffusers: ~4.5 GB
+# end (venv build/venv with PyTorch, comfy-kitchen, diffusers: ~4.5 GB
 # downloaded once; not part of `make test`).
 test-torch: build
 	./scripts/torch_test.sh
@@ -58,7 +58,7 @@ conformance: build
 # The whole-model benchmark (FLUX transformer, hidden 3072; see BENCHMARKS.md).
 bench-model: build
 	./scripts/torch_test.sh --install-only
-	build/torch-venv/bin/python bench/flux_forward.py $(BENCH_MODEL_ARGS)
+	build/venv/bin/python bench/flux_forward.py $(BENCH_MODEL_ARGS)
 
 test-asan: deps
 	cmake --preset asan >/dev/null

@@ -21,7 +21,7 @@ imports torch and diffusers and builds the model on the meta device. The
 table gives the median forward time of --repeat runs after one warm-up, the
 speed-ups, and RSS after loading (VmRSS) and its peak so far (VmHWM).
 
-    build/torch-venv/bin/python bench/flux_forward.py --double 2 --single 4
+    build/venv/bin/python bench/flux_forward.py --double 2 --single 4
     make bench-model BENCH_MODEL_ARGS="--double 2 --single 4"
 """
 from __future__ import annotations

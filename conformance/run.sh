@@ -2,7 +2,7 @@
 # `make conformance`: cross-checks mixq against comfy-kitchen (see
 # conformance/CONFORMANCE.md). Not part of `make test`: it downloads PyTorch.
 #
-#   1. scripts/torch_test.sh --install-only prepares build/torch-venv, the
+#   1. scripts/torch_test.sh --install-only prepares build/venv, the
 #      environment `make test-torch` uses (created when missing: torch,
 #      comfy-kitchen, diffusers, safetensors, ... from PyPI). PyPI's Linux torch
 #      wheel is the CUDA build: with its nvidia-* dependencies it is ~4.5 GB to
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-venv=${MIXQ_TORCH_VENV:-$root/build/torch-venv}
+venv=${MIXQ_TORCH_VENV:-$root/build/venv}
 MIXQ_TORCH_VENV=$venv ./scripts/torch_test.sh --install-only
 cd "$root/conformance"
 exec "$venv/bin/python" conformance.py --write "$@"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The PyTorch tests (called by `make test-torch`; `make conformance` uses the
 # same environment):
-#   1. creates build/torch-venv when missing, with torch, comfy-kitchen,
+#   1. adds to build/venv (the one venv of `make test`'s Python suite, created
+#      here when missing) torch, comfy-kitchen,
 #      diffusers, transformers, safetensors, packaging, numpy, pytest,
 #      nanobind and scikit-build-core from PyPI. PyPI's Linux torch wheel is
 #      the CUDA build: ~4.5 GB to download, ~5.6 GB installed (see
 #      conformance/CONFORMANCE.md for why the CPU wheel index is not used);
 #   2. installs mixq from this tree into it (pip install --no-build-isolation
-#      --no-deps; its own CMake build folder build/python-torch, kept between
-#      runs so a rebuild is incremental);
+#      --no-deps, in the same CMake build folder as scripts/python_test.sh, so
+#      after `make test` this is a no-op rebuild);
 #   3. runs pytest on python/tests_torch against the `mixq` binary in
 #      $MIXQ_CLI (default build/release/bin/mixq).
 # MIXQ_TORCH_VENV overrides the environment; extra arguments go to pytest.
@@ -16,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-venv=${MIXQ_TORCH_VENV:-$root/build/torch-venv}
+venv=${MIXQ_TORCH_VENV:-$root/build/venv}
 export MIXQ_CLI=${MIXQ_CLI:-$root/build/release/bin/mixq}
 python=${PYTHON:-python3}
 
@@ -51,8 +52,7 @@ fi
 
 log=$root/build/torch-mixq-install.log
 echo "torch_test: pip install . (log: $log)"
-if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v \
-    -Cbuild-dir="build/python-torch/{wheel_tag}" . >"$log" 2>&1; then
+if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v . >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "torch_test: pip install failed (full log: $log)" >&2
   exit 1
