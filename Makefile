@@ -6,7 +6,9 @@ BENCH_PACKAGES  := libbenchmark-dev libdnnl-dev
 FUZZ_PACKAGES   := clang libclang-rt-14-dev
 FUZZ_SECONDS    ?= 60
 # WERROR=ON: compiler warnings fail the build (`make test WERROR=ON`, as CI does once).
-WERROR          ?= OFF
+# Unset, the build folder keeps its setting, so a later `make test-torch` does
+# not reconfigure (and rebuild) what `make test WERROR=ON` built.
+WERROR          ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-python test-torch test-asan bench bench-model fuzz conformance clean
@@ -26,7 +28,7 @@ deps:
 	$(call install_missing,$(DEBIAN_PACKAGES))
 
 build: deps
-	cmake --preset release -DMIXQ_WERROR=$(WERROR) >/dev/null
+	cmake --preset release $(if $(WERROR),-DMIXQ_WERROR=$(WERROR)) >/dev/null
 	cmake --build --preset release
 
 demo: build
