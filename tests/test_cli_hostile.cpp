@@ -266,6 +266,11 @@ int64_t peak_rss_of(const std::vector<std::string>& args) {
 }
 
 TEST(CliHostile, MemoryOfAHugeHeaderFollowsTheHeader) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's redzones, shadow memory and quarantine of freed blocks change peak
+  // RSS by more than the quantity measured here; the release suite measures it.
+  GTEST_SKIP() << "peak RSS is not meaningful under AddressSanitizer";
+#endif
   const fs::path dir = temp_dir("cli-rss");
   // 200 000 one-byte tensors (the file had 1.4 M: 56 header bytes each).
   constexpr int kTensors = 200000;
