@@ -327,9 +327,9 @@ class SimdIntKernel final : public IntKernel {
 
   // Asks for the output lines of a tile before its micro-kernel runs. Every
   // line of y is written exactly once, so without this each epilogue store
-  // misses to DRAM and the store buffer stalls the core (~15 % of the M =
-  // 4096 time on AVX-512); the micro-kernel takes microseconds, ample time to
-  // fetch.
+  // misses to DRAM and the store buffer stalls the core (a visible share of
+  // the M = 4096 time in bench_linear_int); the micro-kernel takes
+  // microseconds, ample time to fetch.
   void prefetch_output(int64_t row, int rows, const int64_t* panel, float* y) const {
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < P; ++c) {

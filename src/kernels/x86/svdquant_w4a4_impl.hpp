@@ -28,7 +28,8 @@ namespace {
 // Register block per target: rows × panels. AVX-512: 4 × 2 (8 int32 group
 // accumulators + 8 fp32 outputs in zmm); AVX2: 2 × 1 (4 + 4 ymm next to 4
 // unpacked weight vectors and 2 broadcasts, 14 of 16). Chosen by timing
-// `mixq bench --format svdquant_w4a4` at M = 1 and 4096.
+// M = 1 and 4096; bench_linear_more re-measures the AVX-512 tile (svdquant has
+// no quantizer, so `mixq bench` cannot time it).
 template <class V>
 struct SvdquantTile {
   static constexpr int kRows = V::kLanes == 16 ? 4 : 2;
