@@ -16,20 +16,8 @@ venv=${MIXQ_VENV:-$root/build/venv}
 export MIXQ_CLI=${MIXQ_CLI:-$root/build/release/bin/mixq}
 python=${PYTHON:-python3}
 
-sudo_cmd() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-
-if [ ! -x "$venv/bin/python" ]; then
-  echo "python_test: creating $venv"
-  if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
-    echo "python_test: $python has no venv/ensurepip; installing python3-venv"
-    sudo_cmd apt-get update -qq
-    sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
-  fi
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q scikit-build-core nanobind pytest numpy
-fi
+. scripts/venv.sh
+ensure_venv "$venv"
 
 if [ ! -x "$MIXQ_CLI" ]; then
   echo "python_test: no mixq binary at $MIXQ_CLI (run 'make build' or set MIXQ_CLI)" >&2

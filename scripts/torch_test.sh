@@ -21,7 +21,7 @@ venv=${MIXQ_TORCH_VENV:-$root/build/venv}
 export MIXQ_CLI=${MIXQ_CLI:-$root/build/release/bin/mixq}
 python=${PYTHON:-python3}
 
-sudo_cmd() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+. scripts/venv.sh
 
 install_only=0
 if [ "${1:-}" = "--install-only" ]; then
@@ -31,15 +31,7 @@ fi
 
 modules="torch comfy_kitchen diffusers transformers safetensors packaging numpy pytest nanobind scikit_build_core"
 if ! "$venv/bin/python" -c "import ${modules// /, }" >/dev/null 2>&1; then
-  if [ ! -x "$venv/bin/python" ]; then
-    echo "torch_test: creating $venv"
-    if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
-      sudo_cmd apt-get update -qq
-      sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
-    fi
-    "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-  fi
+  ensure_venv "$venv"
   echo "torch_test: installing torch (CUDA wheel and its dependencies, ~4.5 GB), comfy-kitchen, diffusers, ..."
   "$venv/bin/python" -m pip install -q torch comfy-kitchen diffusers transformers safetensors packaging \
     numpy pytest nanobind scikit-build-core
