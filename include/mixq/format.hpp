@@ -66,8 +66,6 @@ struct FormatTraits {
   nlohmann::json quantize_options = nlohmann::json::object();
   // "weight" first. "bias" is implicit for every format.
   std::vector<CompanionSpec> tensors;
-  // True when the runtime quantizes activations before the GEMM.
-  bool quantizes_activation = false;
   // The relative weight error ||W_deq - W|| / ||W|| a correct layer of this
   // format shows on Gaussian weights (measured with the format's quantizer at
   // its coarsest setting, [3072, 768]; the value in each record's comment).

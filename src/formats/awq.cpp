@@ -129,7 +129,6 @@ const FormatTraits& awq_w4a16_format() {
       .tensors = {{"weight", true, {DType::I8, DType::U8}},
                   {"weight_scale", true, {DType::BF16, DType::F16, DType::F32}},
                   {"weight_zeros", true, {DType::BF16, DType::F16, DType::F32}}},
-      .quantizes_activation = false,
       .expected_rel_error = 0.09,  // measured 0.0896 (group 64)
       .validate = validate,
       .tp_input_unit = tp_input_unit,

@@ -113,7 +113,6 @@ const FormatTraits& convrot_w4a4_format() {
       .summary = "ConvRot-rotated signed int4 weight with a per-row F32 scale; activations rotated + int4/int8 in-kernel",
       .defaults = {{std::string(kFullPrecision), false}, {"convrot_groupsize", 256}, {"linear_dtype", "int4"}},
       .tensors = {{.role = "weight", .dtypes = {DType::I8}}, {.role = "weight_scale", .dtypes = {DType::F32}}},
-      .quantizes_activation = false,
       .expected_rel_error = 0.142,  // measured 0.1394
       .validate = validate,
       .tp_input_unit = tp_input_unit,

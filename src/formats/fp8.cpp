@@ -88,7 +88,6 @@ FormatTraits make_record(std::string_view summary, double expected_rel_error) {
       .tensors = {{.role = "weight", .dtypes = {D}},
                   {.role = "weight_scale", .dtypes = {DType::F32}},
                   {.role = "input_scale", .required = false, .dtypes = {DType::F32}}},
-      .quantizes_activation = true,
       .expected_rel_error = expected_rel_error,
       .validate = validate<D>,
       .tp_input_unit = tp_input_unit,

@@ -107,7 +107,6 @@ const FormatTraits& int8_tensorwise_format() {
       .defaults = {{std::string(kFullPrecision), false}, {"convrot", false}, {"convrot_groupsize", 256}},
       .quantize_options = {{"per_channel", true}},
       .tensors = {{.role = "weight", .dtypes = {DType::I8}}, {.role = "weight_scale", .dtypes = {DType::F32}}},
-      .quantizes_activation = false,
       // Measured 0.0115 per tensor (per_channel=false), 0.0077 per row or ConvRot.
       .expected_rel_error = 0.0125,
       .validate = validate,

@@ -89,7 +89,6 @@ const FormatTraits& nvfp4_format() {
                   {.role = "weight_scale_2", .dtypes = {DType::F32}},
                   {.role = "input_scale", .required = false, .dtypes = {DType::F32}},
                   {.role = "pre_quant_scale", .required = false, .dtypes = {DType::F32, DType::F16, DType::BF16}}},
-      .quantizes_activation = true,
       .expected_rel_error = 0.096,  // measured 0.0952
       .validate = validate,
       .tp_input_unit = tp_input_unit,

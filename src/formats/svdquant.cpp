@@ -222,7 +222,6 @@ const FormatTraits& svdquant_w4a4_format() {
                   {"weight_proj_down", true, floats, {"proj_down"}},
                   {"weight_proj_up", true, floats, {"proj_up"}},
                   {"weight_smooth_factor", true, floats, {"smooth_factor"}}},
-      .quantizes_activation = true,
       // No quantizer here: the signed int4 per-64-group error of Gaussian
       // weights (the residual when the low-rank branch takes little), 0.108.
       .expected_rel_error = 0.11,

@@ -51,7 +51,6 @@ const FormatTraits& unquantized_record() {
       .defaults = nlohmann::json::object(),
       .quantize_options = {{"dtype", "F32"}},
       .tensors = {{.role = "weight", .required = true, .dtypes = {DType::F32, DType::F16, DType::BF16, DType::F64}}},
-      .quantizes_activation = false,
       .validate = validate,
       .tp_input_unit = tp_input_unit,
       .shard = shard,
