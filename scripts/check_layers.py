@@ -37,7 +37,7 @@ ALLOWED = {
 # Which layer each public header belongs to.
 PUBLIC = {
     "error": "util", "escape": "util", "dtype": "util", "tensor": "util", "threads": "util", "version": "util",
-    "numeric": "numeric",
+    "numeric": "numeric", "block_quant": "numeric",
     "checkpoint": "io", "safetensors_writer": "io", "npy": "io",
     "format": "formats", "layer": "formats", "marker": "formats",
     "plan": "plan", "inspect": "plan", "shard": "plan",

@@ -64,6 +64,7 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
 // nlohmann::json -> Python objects (dict keeps the JSON object's key order).
 nb::object to_python(const nlohmann::json& value);
 
+void bind_block_quant(nb::module_& m);
 void bind_checkpoint(nb::module_& m);
 void bind_from_tensors(nb::module_& m);
 void bind_linear(nb::module_& m);

@@ -23,4 +23,5 @@ NB_MODULE(_mixq, m) {
   mixq::py::bind_from_tensors(m);
   mixq::py::bind_quantize(m);
   mixq::py::bind_save(m);
+  mixq::py::bind_block_quant(m);
 }

@@ -239,11 +239,38 @@ def test_svdquant_unsigned_outside_its_grid():
     assert rel(ours, svdquant_float32(weight, x.float(), None)) <= 0.0047
 
 
+@pytest.mark.parametrize("m,k,pad", [(1, 64, False), (37, 256, True), (37, 256, False), (200, 3072, False)])
+@pytest.mark.parametrize("dtype", ALL)
+def test_quantize_nvfp4_matches_eager_bit_for_bit(m, k, pad, dtype):
+    """The backend's quantize_nvfp4 (C++) returns eager's codes and tiled
+    scales exactly, including ties, zero blocks, subnormal block scales and
+    a row count that is not a multiple of 16 or 128; decoding them gives
+    eager's dequantize_nvfp4 divided by the global scale."""
+    from comfy_kitchen.backends.eager import quantization as eager
+
+    gen = torch.Generator().manual_seed(m * k)
+    x = torch.randn(m, k, generator=gen) * torch.logspace(-6, 2, m).unsqueeze(1)
+    x[0, :16] = 0.0                                   # a zero block
+    x[-1, :16] = torch.tensor([6.0, 5.0, 3.5, 2.5, 1.75, 1.25, 0.75, 0.25] * 2)  # e2m1 ties
+    x = x.to(dtype)
+    g = torch.tensor(float(x.float().abs().max()) / 2688.0, dtype=torch.float32)
+    want = eager.quantize_nvfp4(x, g, pad_16x=pad)
+    got = backend.quantize_nvfp4(x, g, pad_16x=pad)
+    assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+    assert torch.equal(got[0], want[0])
+    assert torch.equal(got[1].view(torch.uint8), want[1].view(torch.uint8))
+    rows = got[0].shape[0]
+    decoded = torch.empty(rows, k)
+    mixq._mixq._nvfp4_dequantize(got[0], got[1].view(torch.uint8).reshape(-1), decoded)
+    ref = eager.dequantize_nvfp4(want[0], torch.ones(()), want[1], torch.float32)
+    assert torch.equal(decoded, ref[:rows])
+
+
 def test_listed_with_capabilities():
     info = ck.list_backends()[mck.BACKEND]
     assert info["available"] and not info["disabled"]
     assert set(info["capabilities"]) >= {
-        "scaled_mm_nvfp4", "scaled_mm_mxfp8", "int8_linear", "convrot_w4a4_linear", "w4a8_int8_linear",
+        "scaled_mm_nvfp4", "quantize_nvfp4", "scaled_mm_mxfp8", "int8_linear", "convrot_w4a4_linear", "w4a8_int8_linear",
         "gemv_awq_w4a16", "scaled_mm_svdquant_w4a4", mck.FP8_LINEAR}
     order = registry._priority
     assert order.index(mck.BACKEND) == order.index("eager") - 1

@@ -114,6 +114,9 @@ def _constraints() -> dict:
             "block_scale_b": ParamConstraint(dtypes=frozenset({torch.float8_e4m3fn})),
             "bias": f, "out_dtype": f},
             rule("a", lambda k: k["a"].shape[1] == k["b"].shape[1], "K of a and b differ")),
+        "quantize_nvfp4": fc({
+            "x": ParamConstraint(dtypes=floats, shape_rules=(ExactDims(2),)),
+            "per_tensor_scale": ParamConstraint(dtypes=frozenset({torch.float32}))}),
         "int8_linear": fc({
             "x": f, "weight": i8_2d, "weight_scale": f, "bias": f, "out_dtype": f,
             "convrot": ParamConstraint(dtypes=frozenset({bool})),
@@ -168,6 +171,7 @@ class _Module:
     """The object the registry calls functions on (``getattr(module, name)``)."""
 
     scaled_mm_nvfp4 = staticmethod(backend.scaled_mm_nvfp4)
+    quantize_nvfp4 = staticmethod(backend.quantize_nvfp4)
     scaled_mm_mxfp8 = staticmethod(backend.scaled_mm_mxfp8)
     int8_linear = staticmethod(backend.int8_linear)
     convrot_w4a4_linear = staticmethod(backend.convrot_w4a4_linear)

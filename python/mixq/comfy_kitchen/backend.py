@@ -23,6 +23,11 @@ registry calls ``impl(**kwargs)``). Weights are packed once into a mixq Linear
       branch (scale = max|x| / 7, or / 15 unsigned: the same codes, as every
       group holds a code of ±7, or 15); the low-rank product
       lora_act_in · lora_upᵀ is added in float32.
+NVFP4 activations are both made and read in C++ (mixq/block_quant.hpp): the
+backend's quantize_nvfp4 returns eager's codes and tiled scales bit for bit,
+and scaled_mm_nvfp4 decodes them without torch's element-wise ops (in a FLUX
+forward these two steps cost more than the NVFP4 GEMMs themselves when done
+in torch).
 Outputs are float32 inside, then cast to the dtype the eager function returns.
 """
 from __future__ import annotations
@@ -47,10 +52,6 @@ _DTYPE_NAMES = {
 if hasattr(torch, "float8_e8m0fnu"):
     _DTYPE_NAMES[torch.float8_e8m0fnu] = "F8_E8M0"
 
-_E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
-                      -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=torch.float32)
-# byte -> (high nibble, low nibble) values: comfy-kitchen packs the even element high.
-_E2M1_PAIRS = torch.stack((_E2M1.repeat_interleave(16), _E2M1.repeat(16)), dim=-1)
 _SVDQ_UNSIGNED_SHIFT = 0.171875  # nunchaku's post-GELU shift, added by mixq's quantizer
 
 
@@ -111,6 +112,28 @@ def _unswizzle(block_scales: torch.Tensor, rows: int, cols: int) -> torch.Tensor
 
 # ---------------------------------------------------------------- NVFP4, MXFP8
 
+def _nvfp4_scale_bytes(rows: int, k: int) -> int:
+    return -(-rows // 128) * 128 * (-(-(k // 16) // 4) * 4)
+
+
+def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=True):
+    """comfy-kitchen's quantize_nvfp4 (the eager function's codes and tiled
+    E4M3 scales, bit for bit) in C++: ComfyUI quantizes every NVFP4 layer's
+    input through it before scaled_mm_nvfp4."""
+    if epsilon != 0.0 or not hi_first or x.dim() != 2 or x.shape[1] % 16:
+        from comfy_kitchen.backends.eager.quantization import quantize_nvfp4 as eager
+
+        return eager(x, per_tensor_scale, epsilon=epsilon, pad_16x=pad_16x, hi_first=hi_first)
+    _threads.follow_torch()
+    m, k = x.shape
+    rows = -(-m // 16) * 16 if pad_16x else m
+    data = torch.empty(rows, k // 2, dtype=torch.uint8)
+    scales = torch.empty(_nvfp4_scale_bytes(rows, k), dtype=torch.uint8)
+    _mixq._nvfp4_quantize(x.detach().to(torch.float32).contiguous(), float(per_tensor_scale), bool(pad_16x),
+                          data, scales)
+    return data, scales.view(-(-rows // 128) * 128, -1).view(torch.float8_e4m3fn)
+
+
 def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_scale_b,
                     bias=None, out_dtype=None, alpha=None):
     """(a · bᵀ)·g_a·g_b + bias for NVFP4 a [M, K/2], b [N, K/2] (alpha is
@@ -123,8 +146,9 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
                   {"format": "nvfp4"},
                   lambda: {"weight": b, "weight_scale": bs_b, "weight_scale_2": tensor_scale_b.float().reshape(()),
                    "input_scale": torch.ones((), dtype=torch.float32)})
-    scales = _unswizzle(block_scale_a, m, k // 16).to(torch.float32)
-    x = _E2M1_PAIRS[a.int()].view(m, k // 16, 16).mul_(scales.unsqueeze(-1)).view(m, k)
+    x = torch.empty(m, k, dtype=torch.float32)
+    _threads.follow_torch()
+    _mixq._nvfp4_dequantize(a.contiguous(), block_scale_a.contiguous().view(torch.uint8).reshape(-1), x)
     y = _run(lin, x)
     y *= tensor_scale_a.to(torch.float32)
     return _finish(y, bias, out_dtype)
