@@ -11,7 +11,7 @@ FUZZ_SECONDS    ?= 60
 WERROR          ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-python test-torch test-asan bench bench-model fuzz conformance clean
+.PHONY: all deps build demo test test-python test-torch test-asan bench bench-model bench-memory fuzz conformance clean
 
 all: build
 
@@ -61,6 +61,13 @@ conformance: build
 bench-model: build
 	./scripts/torch_test.sh --install-only
 	build/venv/bin/python bench/flux_forward.py $(BENCH_MODEL_ARGS)
+
+# Resident memory and load time of FLUX.1-dev-sized checkpoints (written once
+# to build/bench-memory, ~8 GB per variant; see BENCHMARKS.md). Needs RAM for
+# the model once: BENCH_MEMORY_ARGS="--variant fp8" loads ~12 GB.
+bench-memory: build
+	@echo "commit $$(git rev-parse --short HEAD)"
+	build/release/bin/mixq-bench-memory --dir build/bench-memory $(BENCH_MEMORY_ARGS)
 
 test-asan: deps
 	cmake --preset asan >/dev/null

@@ -7,13 +7,28 @@
 // The checkpoint is written once to a temporary folder (tensor data is tiny;
 // opening never reads it). Rows: open only; open + markers + layers; the whole
 // inspect JSON (open, markers, layers, report, dump).
+//
+// Before the timed rows, a page-cache check on the same header with real
+// tensor sizes (1124 tensors, ~160 MiB of weights): the file is evicted from
+// the page cache (fdatasync + POSIX_FADV_DONTNEED), one whole inspect runs
+// cold (timed), and mincore() on the checkpoint's mapping counts the resident
+// pages before and after, split into pages that hold marker tensors (the
+// comfy_quant JSON, which inspect must read) and pages of other tensor data
+// (which it must not).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "support/run_info.hpp"
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/inspect.hpp"
@@ -39,11 +54,11 @@ OwnedTensor text(std::string name, const std::string& json) {
 
 // 50 blocks x 4 linears. Linears are int8_tensorwise + ConvRot (as in the
 // public H3 INT8 files) except every fourth block's MLP, which is NVFP4.
-// Logical sizes are small (the header, not the data, is what is timed).
-std::vector<OwnedTensor> h3_like() {
+// Logical sizes are small by default (the header, not the data, is what is
+// timed); the page-cache check uses n = k = 1024.
+std::vector<OwnedTensor> h3_like(int64_t n = 64, int64_t k = 256) {
   std::vector<OwnedTensor> tensors;
   const char* linears[] = {"attn.qkv_proj", "attn.out_proj", "mlp.fc1", "mlp.fc2"};
-  const int64_t n = 64, k = 256;
   for (int b = 0; b < 50; ++b) {
     std::string block = "blocks." + std::to_string(b) + ".";
     for (const char* l : linears) {
@@ -51,7 +66,7 @@ std::vector<OwnedTensor> h3_like() {
       bool nvfp4 = (b % 4 == 3) && std::string(l).rfind("mlp", 0) == 0;
       if (nvfp4) {
         tensors.push_back(zeros(p + ".weight", DType::U8, {n, k / 2}));
-        tensors.push_back(zeros(p + ".weight_scale", DType::F8_E4M3, {128, k / 16}));
+        tensors.push_back(zeros(p + ".weight_scale", DType::F8_E4M3, {std::max<int64_t>(128, n), k / 16}));
         tensors.push_back(zeros(p + ".weight_scale_2", DType::F32, {}));
         tensors.push_back(text(p + ".comfy_quant", R"({"format": "nvfp4"})"));
       } else {
@@ -69,21 +84,113 @@ std::vector<OwnedTensor> h3_like() {
   return tensors;
 }
 
-const std::string& checkpoint_path() {
-  static const std::string path = [] {
-    fs::path dir = fs::temp_directory_path() / ("mixq-bench-inspect-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    std::string p = (dir / "h3_like.safetensors").string();
-    auto tensors = h3_like();
-    // A model config in the metadata, as many exports carry, brings the
-    // header to ~120 KB.
-    std::string config = "{\"_class_name\": \"MiniMaxH3Transformer\"";
-    for (int i = 0; config.size() < 15000; ++i) config += ", \"option_" + std::to_string(i) + "\": " + std::to_string(i * 7);
-    config += "}";
-    write_safetensors(p, tensors, {{"format", "pt"}, {"config", config}});
-    return p;
+fs::path bench_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("mixq-bench-inspect-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
   }();
+  return dir;
+}
+
+std::string write_h3_like(const std::string& name, int64_t n, int64_t k) {
+  std::string p = (bench_dir() / name).string();
+  auto tensors = h3_like(n, k);
+  // A model config in the metadata, as many exports carry, brings the
+  // header to ~120 KB.
+  std::string config = "{\"_class_name\": \"MiniMaxH3Transformer\"";
+  for (int i = 0; config.size() < 15000; ++i) config += ", \"option_" + std::to_string(i) + "\": " + std::to_string(i * 7);
+  config += "}";
+  write_safetensors(p, tensors, {{"format", "pt"}, {"config", config}});
+  return p;
+}
+
+const std::string& checkpoint_path() {
+  static const std::string path = write_h3_like("h3_like.safetensors", 64, 256);
   return path;
+}
+
+// ---- page-cache check ----------------------------------------------------
+
+// Resident pages (mincore) among the pages spanned by `data`, each page
+// counted once in `seen`.
+size_t resident_pages(std::span<const std::byte> data, std::set<uintptr_t>& seen, size_t& pages) {
+  if (data.empty()) return 0;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data.data()) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data.data() + data.size());
+  std::vector<unsigned char> vec((end - begin + page - 1) / page);
+  if (::mincore(reinterpret_cast<void*>(begin), end - begin, vec.data()) != 0) return 0;
+  size_t resident = 0;
+  for (size_t i = 0; i < vec.size(); ++i) {
+    if (!seen.insert(begin + i * page).second) continue;
+    ++pages;
+    resident += vec[i] & 1;
+  }
+  return resident;
+}
+
+struct Residency {
+  size_t marker_pages = 0, marker_resident = 0, data_pages = 0, data_resident = 0;
+};
+
+// Pages of marker tensors first (a page shared with a marker counts as a
+// marker page), then the pages of every other tensor.
+Residency residency(const Checkpoint& c) {
+  Residency r;
+  std::set<uintptr_t> seen;
+  for (const TensorView& t : c.tensors())
+    if (t.name.ends_with(".comfy_quant")) r.marker_resident += resident_pages(t.data, seen, r.marker_pages);
+  for (const TensorView& t : c.tensors())
+    if (!t.name.ends_with(".comfy_quant")) r.data_resident += resident_pages(t.data, seen, r.data_pages);
+  return r;
+}
+
+bool evict(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  ::fdatasync(fd);
+  const bool ok = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Resident pages of the whole file through a mapping of our own.
+size_t file_resident_pages(const std::string& path, size_t& pages) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return 0;
+  const size_t size = fs::file_size(path);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return 0;
+  std::set<uintptr_t> seen;
+  const size_t resident = resident_pages({static_cast<const std::byte*>(map), size}, seen, pages);
+  ::munmap(map, size);
+  return resident;
+}
+
+void page_cache_check() {
+  const std::string path = write_h3_like("h3_like_1024.safetensors", 1024, 1024);
+  const bool evicted = evict(path);
+  size_t file_pages = 0;
+  const size_t before = file_resident_pages(path, file_pages);
+  const auto t0 = std::chrono::steady_clock::now();
+  Checkpoint c = Checkpoint::open(path);
+  MarkerSet markers = collect_markers(c);
+  LayerSet layers = group_layers(c, markers);
+  const std::string json = inspect_report(c, markers, layers).dump(2);
+  const double cold_ms = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3;
+  const Residency after = residency(c);
+  std::printf("# %s\n", mixq::bench::run_header().c_str());
+  std::printf("# page-cache check: %zu tensors, header %.1f KB, file %.1f MiB, evicted first: %s\n",
+              c.tensors().size(), static_cast<double>(c.files()[0].header_bytes) / 1000.0,
+              static_cast<double>(fs::file_size(path)) / (1 << 20), evicted ? "yes" : "NO (posix_fadvise failed)");
+  std::printf("# before: %zu of the file's %zu pages resident\n", before, file_pages);
+  std::printf("# cold inspect (open + markers + layers + JSON, header from disk): %.1f ms\n", cold_ms);
+  std::printf("# after it, resident: marker-tensor pages %zu of %zu, other tensor-data pages %zu of %zu (%.1f MiB)\n",
+              after.marker_resident, after.marker_pages, after.data_resident, after.data_pages,
+              static_cast<double>(after.data_resident) * static_cast<double>(::sysconf(_SC_PAGESIZE)) / (1 << 20));
+  std::fflush(stdout);
 }
 
 void counters(benchmark::State& state, const Checkpoint& c) {
@@ -142,6 +249,7 @@ int main(int argc, char** argv) {
     else
       args.push_back(argv[i]);
   }
+  page_cache_check();
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
   if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;

@@ -5,7 +5,7 @@
 // quantization; oneDNN gets ready u8 activations.
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
-//   weights cycled through >= 512 MiB of copies so they come from DRAM).
+//   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
 // Usage: bench_linear_int [--quick]   (--quick: fewer, shorter repetitions)
 #include <cstdio>
 #include <cstring>
@@ -17,9 +17,11 @@
 #include "linear/synthetic_layer.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
+#include "kernels/stream_prefetch.hpp"
 #include "support/calibrate.hpp"
 #include "support/inputs.hpp"
 #include "support/onednn.hpp"
+#include "support/run_info.hpp"
 #include "support/timing.hpp"
 
 namespace {
@@ -56,7 +58,7 @@ OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
   return out;
 }
 
-int copies_for(double bytes) { return std::max(1, static_cast<int>(512.0 * 1024 * 1024 / bytes) + 1); }
+int copies_for(double bytes) { return mixq::bench::ring_copies(bytes); }
 
 }  // namespace
 
@@ -68,12 +70,14 @@ int main(int argc, char** argv) {
     std::printf("bench_linear_int: this CPU has no AVX-512 VNNI/BF16; nothing to compare\n");
     return 0;
   }
+  std::printf("# %s\n", run_header().c_str());
   std::printf("# calibration (same run)\n");
   const Rate peak1 = int8_vnni_peak_gops(1), peak2 = int8_vnni_peak_gops(2);
   const Rate bw2 = read_bandwidth_gbs(2);
   std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n",
               peak1.best, peak1.median, peak2.best, peak2.median);
-  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams: %.1f GB/s (median %.1f)\n\n", bw2.best,
+  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams, prefetch %zu B ahead: %.1f GB/s (median %.1f)\n\n",
+              mixq::kernels::kStreamPrefetchBytes, bw2.best,
               bw2.median);
 
   // ---- compute-bound: M = 4096, K = N = 3072 --------------------------------
@@ -109,8 +113,11 @@ int main(int argc, char** argv) {
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
   set_threads(2);
-  std::printf("# M=1, 2 threads, weights from DRAM (copies cycled); fraction of the read bandwidth above\n");
-  std::printf("%-22s %16s %10s %10s %10s %10s\n", "kernel", "KxN", "us", "w GB/s", "of read bw", "GOPS");
+  std::printf("# %s\n# M=1, 2 threads, weights from DRAM (copies cycled: a ring >= %dx the %.0f MiB LLC); fraction of the "
+              "read bandwidth above (median pass; best pass in the last column)\n",
+              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
+  std::printf("%-22s %16s %10s %10s %10s %10s %10s\n", "kernel", "KxN", "us", "w GB/s", "of read bw", "GOPS",
+              "of best bw");
   for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
     const auto x1 = random_x(1, k);
     std::vector<float> y1(static_cast<size_t>(n));
@@ -119,18 +126,18 @@ int main(int argc, char** argv) {
       OnednnMatmul dnnl(OnednnType::u8s8_f32, 1, k, n, copies);
       const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
       const double gbs = dnnl.weight_bytes() / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f\n", "oneDNN u8s8->f32",
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%%\n", "oneDNN u8s8->f32",
                   (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
-                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9);
+                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9, 100 * gbs / bw2.best);
     }
     for (const Ours& o : kOurs) {
       const double bytes = o.format == std::string("convrot_w4a4") ? k * n / 2.0 : double(k * n);
       OurLayers ours = make_ours(o, k, n, copies_for(bytes));
       const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
       const double gbs = ours.weight_bytes / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f\n", o.label,
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%%\n", o.label,
                   (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
-                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9);
+                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9, 100 * gbs / bw2.best);
     }
   }
   return 0;

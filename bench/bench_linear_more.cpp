@@ -15,7 +15,7 @@
 // two instructions on this core, kernels::float_dot()).
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
-//   weights cycled through >= 512 MiB of copies so they come from DRAM).
+//   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
 // At M = 1, "w GB/s" counts the bytes the kernel streams per call (its packed
 // weights + per-group parameters, see streamed_bytes()), which for W4A8 is the
 // decoded int8 weight (1 B/weight), not the 0.5625 B/weight of the checkpoint.
@@ -36,9 +36,12 @@
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
 #include "mixq/numeric.hpp"
+#include "kernels/stream_prefetch.hpp"
 #include "support/calibrate.hpp"
 #include "support/inputs.hpp"
 #include "support/onednn.hpp"
+#include "support/run_info.hpp"
+#include "support/svdquant_layer.hpp"
 #include "support/timing.hpp"
 
 namespace {
@@ -88,51 +91,6 @@ double streamed_bytes(Kind kind, int64_t k, int64_t n) {
 
 std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_activations(m * k); }
 
-// svdquant_w4a4 has no quantizer (it needs calibration): a random natural-
-// layout layer with int4 codes in [-7, 7], small group scales, a rank-32
-// low-rank pair and a smooth factor (BF16 tensors, as nunchaku ships them).
-struct SvdLayer {
-  std::vector<mixq::OwnedTensor> tensors;
-  mixq::Layer layer;
-};
-
-std::unique_ptr<SvdLayer> make_svdquant(int64_t k, int64_t n) {
-  using mixq::DType;
-  auto out = std::make_unique<SvdLayer>();
-  std::mt19937_64 rng(42);
-  std::uniform_int_distribution<int> code(-7, 7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> w(static_cast<size_t>(n * k / 2));
-  for (std::byte& b : w) b = static_cast<std::byte>((code(rng) & 15) | ((code(rng) & 15) << 4));
-  auto floats = [&](int64_t count, float mean, float sd) {
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& f : v) f = mean + sd * normal(rng);
-    return v;
-  };
-  auto add = [&](const char* role, mixq::Shape shape, const std::vector<float>& v) {
-    out->tensors.push_back(mixq::OwnedTensor{role, DType::BF16, std::move(shape), mixq::from_f32(DType::BF16, v)});
-  };
-  out->tensors.push_back(mixq::OwnedTensor{"weight", DType::I8, {n, k / 2}, std::move(w)});
-  add("weight_scale", {k / 64, n}, floats((k / 64) * n, 0.002f, 0.0005f));
-  add("weight_proj_down", {k, kSvdRank}, floats(k * kSvdRank, 0.0f, 0.05f));
-  add("weight_proj_up", {n, kSvdRank}, floats(n * kSvdRank, 0.0f, 0.05f));
-  add("weight_smooth_factor", {k}, floats(k, 1.0f, 0.1f));
-  add("bias", {n}, floats(n, 0.0f, 0.1f));
-  mixq::Layer& layer = out->layer;
-  const mixq::FormatTraits& format = mixq::formats::svdquant_w4a4_format();
-  layer.prefix = "bench";
-  layer.format = &format;
-  layer.declared_format = std::string(format.name);
-  layer.params = mixq::apply_defaults(format, nlohmann::json::object());
-  for (const mixq::OwnedTensor& t : out->tensors) {
-    mixq::TensorView view = t.view();
-    view.name = "bench." + t.name;
-    layer.tensors[t.name] = view;
-  }
-  mixq::validate_layer(layer);
-  return out;
-}
-
 // Linears over `copies` separate repacked copies of one quantized layer.
 struct OurLayers {
   std::unique_ptr<mixq::linear::SyntheticLayer> synthetic;
@@ -145,7 +103,7 @@ OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
   OurLayers out;
   const mixq::Layer* layer = nullptr;
   if (o.kind == Kind::svdquant) {
-    out.svd = make_svdquant(k, n);
+    out.svd = make_svdquant(k, n, kSvdRank);
     layer = &out.svd->layer;
   } else {
     const mixq::FormatTraits* f = mixq::find_format(o.format);
@@ -159,7 +117,7 @@ OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
   return out;
 }
 
-int copies_for(double bytes) { return std::max(1, static_cast<int>(512.0 * 1024 * 1024 / bytes) + 1); }
+int copies_for(double bytes) { return mixq::bench::ring_copies(bytes); }
 
 std::string kxn(int64_t k, int64_t n) { return std::to_string(k) + "x" + std::to_string(n); }
 
@@ -173,6 +131,7 @@ int main(int argc, char** argv) {
     std::printf("bench_linear_more: this CPU has no AVX-512 VNNI/BF16 (the fast kernels); nothing to compare\n");
     return 0;
   }
+  std::printf("# %s\n", run_header().c_str());
   std::printf("# calibration (same run)\n");
   const Rate ipeak1 = int8_vnni_peak_gops(1), ipeak2 = int8_vnni_peak_gops(2);
   const Rate bpeak1 = bf16_dot_peak_gflops(1), bpeak2 = bf16_dot_peak_gflops(2);
@@ -186,7 +145,8 @@ int main(int argc, char** argv) {
               fpeak1.median, fpeak2.best, fpeak2.median);
   std::printf("float dot in force (automatic: the faster instruction, probed): %s\n",
               std::string(mixq::kernels::float_dot_name(mixq::kernels::float_dot())).c_str());
-  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams: %.1f GB/s (median %.1f)\n\n", bw2.best, bw2.median);
+  std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams, prefetch %zu B ahead: %.1f GB/s (median %.1f)\n\n",
+              mixq::kernels::kStreamPrefetchBytes, bw2.best, bw2.median);
 
   // ---- compute-bound: M = 4096, K = N = 3072 --------------------------------
   const int64_t M = 4096, K = 3072, N = 3072;
@@ -234,9 +194,11 @@ int main(int argc, char** argv) {
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
   set_threads(2);
-  std::printf("# M=1, 2 threads, weights from DRAM (copies cycled); fraction of the read bandwidth above\n");
-  std::printf("%-22s %16s %10s %8s %10s %10s %12s\n", "kernel", "KxN", "us", "B/weight", "w GB/s", "of read bw",
-              "oneDNN/ours");
+  std::printf("# %s\n# M=1, 2 threads, weights from DRAM (copies cycled: a ring >= %dx the %.0f MiB LLC); fraction of the "
+              "read bandwidth above (median pass; best pass in the last column)\n",
+              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
+  std::printf("%-22s %16s %10s %8s %10s %10s %12s %10s\n", "kernel", "KxN", "us", "B/weight", "w GB/s", "of read bw",
+              "oneDNN/ours", "of best bw");
   for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
     const auto x1 = random_x(1, k);
     std::vector<float> y1(static_cast<size_t>(n));
@@ -247,9 +209,9 @@ int main(int argc, char** argv) {
       const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
       base_us[type == OnednnType::u8s8_f32 ? 0 : 1] = t.median * 1e6;
       const double gbs = dnnl.weight_bytes() / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %8.2f %10.1f %9.0f%% %12s\n", baseline_name(type), kxn(k, n).c_str(),
+      std::printf("%-22s %16s %10.1f %8.2f %10.1f %9.0f%% %12s %9.0f%%\n", baseline_name(type), kxn(k, n).c_str(),
                   t.median * 1e6, dnnl.weight_bytes() / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
-                  "1.00x");
+                  "1.00x", 100 * gbs / bw2.best);
       std::fflush(stdout);
     }
     for (const Ours& o : kOurs) {
@@ -258,9 +220,9 @@ int main(int argc, char** argv) {
       const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
       const double gbs = bytes / t.median / 1e9;
       const double base = base_us[o.baseline == OnednnType::u8s8_f32 ? 0 : 1];
-      std::printf("%-22s %16s %10.1f %8.3f %10.1f %9.0f%% %12s\n", o.label, kxn(k, n).c_str(), t.median * 1e6,
-                  bytes / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
-                  ratio(base, t.median * 1e6).c_str());
+      std::printf("%-22s %16s %10.1f %8.3f %10.1f %9.0f%% %12s %9.0f%%\n", o.label, kxn(k, n).c_str(),
+                  t.median * 1e6, bytes / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
+                  ratio(base, t.median * 1e6).c_str(), 100 * gbs / bw2.best);
       std::fflush(stdout);
     }
   }

@@ -20,7 +20,9 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds, int reps)
   auto t0 = clock::now();
   fn();
   double one = std::chrono::duration<double>(clock::now() - t0).count();
-  const long calls = std::max<long>(1, static_cast<long>(min_seconds / std::max(one, 1e-9)));
+  // At least kMinTimedCalls calls over all repetitions, however short they are.
+  const long at_least = (kMinTimedCalls + reps - 1) / std::max(reps, 1);
+  const long calls = std::max<long>(at_least, static_cast<long>(min_seconds / std::max(one, 1e-9)));
   std::vector<double> per_call;
   for (int r = 0; r < reps; ++r) {
     auto start = clock::now();

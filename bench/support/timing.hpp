@@ -11,8 +11,12 @@ struct Timing {
   double median = 0;  // seconds per call, median repetition
 };
 
+// Every point times at least this many calls (also with --quick).
+inline constexpr int kMinTimedCalls = 5;
+
 // Calls fn() 2 times, then `reps` repetitions of as many calls as fit in
-// `min_seconds` (at least one). Returns seconds per call.
+// `min_seconds`, and at least kMinTimedCalls calls in all. Returns seconds
+// per call.
 Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, int reps = 7);
 
 // Threads used by our pool and by oneDNN's OpenMP runtime.

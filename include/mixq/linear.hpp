@@ -15,6 +15,15 @@ enum class KernelChoice { automatic, reference };
 
 struct LinearOptions {
   KernelChoice kernel = KernelChoice::automatic;
+  // Once the Linear has copied (packed) what it needs, the whole file pages
+  // under the layer's tensors leave the process' resident memory, so that a
+  // loaded model holds each weight once, not the mapped file pages as well.
+  // The tensors stay readable (a later read faults them in again from the
+  // file). Only memory-mapped checkpoint files are affected, never a
+  // caller's buffers. Off: the pages stay until the checkpoint is closed (or
+  // the kernel reclaims them), e.g. when the caller reads every tensor again
+  // right away.
+  bool release_file_pages = true;
 };
 
 class Linear {

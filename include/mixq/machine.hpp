@@ -9,12 +9,15 @@ namespace mixq {
 struct MachineLimits {
   double int8_gops = 0;    // `vpdpbusd zmm` throughput (u8 x s8), GOPS
   double bf16_gflops = 0;  // `vdpbf16ps zmm` throughput, GFLOPS
-  double f32_gflops = 0;   // `vfmadd231ps zmm` throughput, GFLOPS
-  double read_gbs = 0;     // streaming read of read_bytes, GB/s
+  double f32_gflops = 0;   // `vfmadd231ps` throughput (zmm; ymm without AVX-512), GFLOPS
+  double read_gbs = 0;     // streaming read of read_bytes, GB/s (median repetition)
+  double read_best_gbs = 0;  // the same, fastest repetition
 };
 
 // Medians of `reps` short repetitions on `threads` pool threads (sets the
-// pool's thread count). Zeros where the CPU lacks AVX-512 VNNI/BF16.
+// pool's thread count), and the best read. The int8 and bf16 peaks are zero
+// where the CPU lacks AVX-512 VNNI/BF16; the f32 peak and the read also run
+// on AVX2 (the read prefetches as the streaming kernels do).
 MachineLimits measure_machine(int threads, int reps = 3, size_t read_bytes = size_t(256) << 20);
 
 }  // namespace mixq

@@ -113,6 +113,9 @@ void bind_checkpoint(nb::module_& m) {
            nb::arg("tp_rank") = 0, nb::arg("tp_size") = 1, nb::arg("profile") = "comfyui",
            "The runtime linear of one layer: weights prepared for the fastest kernel\n"
            "(kernel='auto') or for the reference implementation (kernel='ref').\n"
+           "Once they are prepared, the file pages under the layer's tensors leave\n"
+           "the process' resident memory (a loaded model holds each weight once);\n"
+           "the tensors stay readable and are read from the file again if needed.\n"
            "With tp_size > 1, only rank tp_rank's share of the layer, split as the\n"
            "plan under `profile` classifies it (column: out_features/tp_size rows of\n"
            "every fused part; row: in_features/tp_size inputs, bias on rank 0 only).\n"

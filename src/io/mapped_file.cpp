@@ -7,12 +7,28 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "io/file_checks.hpp"
 #include "io/sigbus_guard.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
+namespace {
+
+// The live mappings made by map(), [begin, end) page-rounded: release_pages
+// touches nothing else. The lock is held across madvise so that a mapping
+// cannot be unmapped (and its addresses reused) in between.
+std::mutex g_live_lock;
+std::vector<std::pair<uintptr_t, uintptr_t>> g_live;
+
+uintptr_t page_size() {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+}  // namespace
 
 std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   std::unique_ptr<MappedFile> file(new MappedFile());
@@ -28,6 +44,9 @@ std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   file->mapping_ = mapping;
   file->data_ = static_cast<const std::byte*>(mapping);
   file->guard_ = io::guard_mapping(mapping, file->size_);
+  const auto begin = reinterpret_cast<uintptr_t>(mapping);
+  std::lock_guard<std::mutex> lock(g_live_lock);
+  g_live.emplace_back(begin, (begin + file->size_ + page_size() - 1) & ~(page_size() - 1));
   return file;
 }
 
@@ -41,6 +60,11 @@ std::unique_ptr<MappedFile> MappedFile::copy_of(std::span<const std::byte> bytes
 }
 
 MappedFile::~MappedFile() {
+  if (mapping_) {
+    std::lock_guard<std::mutex> lock(g_live_lock);
+    const auto begin = reinterpret_cast<uintptr_t>(mapping_);
+    std::erase_if(g_live, [&](const auto& live) { return live.first == begin; });
+  }
   if (guard_ >= 0) io::unguard_mapping(guard_);
   if (mapping_) ::munmap(mapping_, size_);
   if (fd_ >= 0) ::close(fd_);
@@ -76,6 +100,24 @@ void MappedFile::check_intact() const {
          path_, size_, st.st_size);
   if (faulted)
     fail("{}: part of the file vanished while mixq was reading it (truncated by another process?)", path_);
+}
+
+uint64_t MappedFile::release_pages(std::span<const std::byte> range) {
+  if (range.empty()) return 0;
+  const uintptr_t page = page_size();
+  const auto first = reinterpret_cast<uintptr_t>(range.data());
+  const uintptr_t last = first + range.size();
+  const uintptr_t begin = (first + page - 1) & ~(page - 1);  // interior: whole pages only
+  const uintptr_t end = last & ~(page - 1);
+  if (begin >= end) return 0;
+  std::lock_guard<std::mutex> lock(g_live_lock);
+  for (const auto& [live_begin, live_end] : g_live) {
+    if (first < live_begin || last > live_end) continue;
+    // Cannot fail on a valid mapping; a failure only leaves the pages resident.
+    if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) return 0;
+    return end - begin;
+  }
+  return 0;
 }
 
 }  // namespace mixq

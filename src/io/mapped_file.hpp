@@ -36,6 +36,17 @@ class MappedFile {
   // computed from the mapping can be trusted.
   void check_intact() const;
 
+  // Drops the whole pages inside `range` from this process' resident memory
+  // when the range lies in a live mapping made by map() (madvise
+  // MADV_DONTNEED on the page-aligned interior; the partial pages at either
+  // edge, shared with neighbouring bytes, stay). The bytes stay readable: the
+  // mapping is read-only and private and never written, so the next read
+  // faults them in again from the file (or, past a truncation the SIGBUS guard
+  // absorbed, from its zero pages). Any other memory (copy_of buffers, a
+  // caller's arrays) is left alone. Returns the bytes released, 0 when none.
+  // For callers that copied what they need out of the range (linear.cpp).
+  static uint64_t release_pages(std::span<const std::byte> range);
+
  private:
   MappedFile() = default;
   std::string path_;

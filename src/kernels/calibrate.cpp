@@ -81,6 +81,31 @@ __attribute__((target("avx512f"))) void fma_loop(long iters) {
       : MIXQ_CLOBBER_ZMM, "cc");
 }
 
+// The same 12-accumulator loop in ymm registers, for CPUs without AVX-512.
+#define MIXQ_12Y(op)                                                                         \
+  op " %%ymm12, %%ymm13, %%ymm0\n\t" op " %%ymm12, %%ymm13, %%ymm1\n\t" op                    \
+     " %%ymm12, %%ymm13, %%ymm2\n\t" op " %%ymm12, %%ymm13, %%ymm3\n\t" op                    \
+     " %%ymm12, %%ymm13, %%ymm4\n\t" op " %%ymm12, %%ymm13, %%ymm5\n\t" op                    \
+     " %%ymm12, %%ymm13, %%ymm6\n\t" op " %%ymm12, %%ymm13, %%ymm7\n\t" op                    \
+     " %%ymm12, %%ymm13, %%ymm8\n\t" op " %%ymm12, %%ymm13, %%ymm9\n\t" op                    \
+     " %%ymm12, %%ymm13, %%ymm10\n\t" op " %%ymm12, %%ymm13, %%ymm11\n\t"
+
+__attribute__((target("avx2,fma"))) void fma_loop_ymm(long iters) {
+  asm volatile(
+      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\t"
+      "vmovdqa %%ymm0, %%ymm4\n\tvmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\t"
+      "vmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\tvmovdqa %%ymm0, %%ymm9\n\t"
+      "vmovdqa %%ymm0, %%ymm10\n\tvmovdqa %%ymm0, %%ymm11\n\t"
+      "1:\n\t" MIXQ_12Y("vfmadd231ps") "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(iters)
+      :
+      : MIXQ_CLOBBER_ZMM, "cc");
+}
+
 // Runs loop(iters) on every pool thread at once, `reps` times; returns the
 // rate (ops_per_iter * iters * threads / seconds / 1e9) of each repetition.
 Rate peak(int threads, int reps, void (*loop)(long), double ops_per_iter) {
@@ -101,25 +126,31 @@ Rate peak(int threads, int reps, void (*loop)(long), double ops_per_iter) {
   return {rates.back(), rates[rates.size() / 2]};
 }
 
-// Sums 4 interleaved streams of one thread's part; 8 accumulators so the
-// adds never limit the loads.
-__attribute__((target("avx512f"))) uint64_t read_part(const std::byte* p, size_t bytes) {
+// Sums 4 interleaved streams of one thread's part, reading them as the
+// streaming (M = 1) kernels read their weight panels: each stream
+// software-prefetched `ahead` bytes in front of its loads (0: hardware
+// prefetchers only). 8 accumulators so the adds never limit the loads; 128
+// bytes per stream and step (2 zmm or 4 ymm loads). The two widths are two
+// functions because each needs its own target attribute.
+#define MIXQ_PREFETCH_STREAMS(s, off, ahead)                                     \
+  if (ahead > 0)                                                                 \
+    for (int i = 0; i < 4; ++i) {                                                \
+      _mm_prefetch(reinterpret_cast<const char*>(s[i] + off + ahead), _MM_HINT_T0);      \
+      _mm_prefetch(reinterpret_cast<const char*>(s[i] + off + ahead + 64), _MM_HINT_T0); \
+    }
+
+__attribute__((target("avx512f"))) uint64_t read_part_zmm(const std::byte* p, size_t bytes, size_t ahead) {
   const size_t quarter = bytes / 4 / 256 * 256;
   const std::byte* s[4] = {p, p + quarter, p + 2 * quarter, p + 3 * quarter};
-  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-          a7 = a0;
+  __m512i a[8];
+  for (__m512i& v : a) v = _mm512_setzero_si512();
   for (size_t off = 0; off < quarter; off += 128) {
-    a0 = _mm512_add_epi64(a0, _mm512_load_si512(s[0] + off));
-    a1 = _mm512_add_epi64(a1, _mm512_load_si512(s[0] + off + 64));
-    a2 = _mm512_add_epi64(a2, _mm512_load_si512(s[1] + off));
-    a3 = _mm512_add_epi64(a3, _mm512_load_si512(s[1] + off + 64));
-    a4 = _mm512_add_epi64(a4, _mm512_load_si512(s[2] + off));
-    a5 = _mm512_add_epi64(a5, _mm512_load_si512(s[2] + off + 64));
-    a6 = _mm512_add_epi64(a6, _mm512_load_si512(s[3] + off));
-    a7 = _mm512_add_epi64(a7, _mm512_load_si512(s[3] + off + 64));
+    MIXQ_PREFETCH_STREAMS(s, off, ahead)
+    for (int i = 0; i < 4; ++i)
+      for (int l = 0; l < 2; ++l) a[2 * i + l] = _mm512_add_epi64(a[2 * i + l], _mm512_load_si512(s[i] + off + 64 * l));
   }
-  __m512i t = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)),
-                               _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7)));
+  __m512i t = _mm512_setzero_si512();
+  for (const __m512i& v : a) t = _mm512_add_epi64(t, v);
   // Unsigned sum of the lanes (the intrinsic's reduce adds as signed int64,
   // which overflows on arbitrary data: undefined behaviour under UBSan).
   alignas(64) uint64_t lanes[8];
@@ -128,6 +159,30 @@ __attribute__((target("avx512f"))) uint64_t read_part(const std::byte* p, size_t
   for (uint64_t v : lanes) sum += v;
   return sum;
 }
+
+__attribute__((target("avx2"))) uint64_t read_part_ymm(const std::byte* p, size_t bytes, size_t ahead) {
+  const size_t quarter = bytes / 4 / 256 * 256;
+  const std::byte* s[4] = {p, p + quarter, p + 2 * quarter, p + 3 * quarter};
+  __m256i a[8];
+  for (__m256i& v : a) v = _mm256_setzero_si256();
+  for (size_t off = 0; off < quarter; off += 128) {
+    MIXQ_PREFETCH_STREAMS(s, off, ahead)
+    for (int i = 0; i < 4; ++i)
+      for (int l = 0; l < 4; ++l) {
+        __m256i& acc = a[(4 * i + l) % 8];
+        acc = _mm256_add_epi64(acc, _mm256_load_si256(reinterpret_cast<const __m256i*>(s[i] + off + 32 * l)));
+      }
+  }
+  __m256i t = _mm256_setzero_si256();
+  for (const __m256i& v : a) t = _mm256_add_epi64(t, v);
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), t);
+  uint64_t sum = 0;
+  for (uint64_t v : lanes) sum += v;
+  return sum;
+}
+
+#undef MIXQ_PREFETCH_STREAMS
 
 }  // namespace
 
@@ -144,6 +199,7 @@ Rate bf16_dot_peak_gflops(int threads, int reps) {
 }
 
 Rate fma_f32_peak_gflops(int threads, int reps) {
+  if (best_isa() == Isa::avx2) return peak(threads, reps, fma_loop_ymm, 12 * 16.0);
   if (!has_avx512_vnni_bf16()) return {};
   return peak(threads, reps, fma_loop, 12 * 32.0);
 }
@@ -214,8 +270,10 @@ void set_float_dot(std::optional<FloatDot> dot) {
   forced_float_dot().store(dot ? static_cast<int>(*dot) : env_float_dot());
 }
 
-Rate read_bandwidth_gbs(int threads, size_t bytes, int reps) {
-  if (!has_avx512_vnni_bf16()) return {};
+Rate read_bandwidth_gbs(int threads, size_t bytes, int reps, size_t prefetch_bytes) {
+  const Isa isa = best_isa();
+  if (isa != Isa::avx512 && isa != Isa::avx2) return {};
+  auto read = isa == Isa::avx512 ? read_part_zmm : read_part_ymm;
   set_num_threads(threads);
   const size_t part = bytes / threads / 4096 * 4096;
   const size_t total = part * threads;
@@ -230,7 +288,7 @@ Rate read_bandwidth_gbs(int threads, size_t bytes, int reps) {
   std::atomic<uint64_t> sink{0};
   auto pass = [&] {
     util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part(base + t * part, part));
+      for (int64_t t = b; t < e; ++t) sink.fetch_add(read(base + t * part, part, prefetch_bytes));
     });
   };
   pass();

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "kernels/stream_prefetch.hpp"
+
 namespace mixq::kernels {
 
 struct Rate {
@@ -20,15 +22,22 @@ struct Rate {
 Rate int8_vnni_peak_gops(int threads, int reps = 7);
 // `vdpbf16ps zmm` throughput (64 FLOP per instruction), same shape. GFLOPS.
 Rate bf16_dot_peak_gflops(int threads, int reps = 7);
-// `vfmadd231ps zmm` throughput (32 FLOP per instruction), same shape. GFLOPS.
+// `vfmadd231ps zmm` throughput (32 FLOP per instruction), same shape; on
+// AVX2 machines `vfmadd231ps ymm` (16 FLOP). GFLOPS.
 Rate fma_f32_peak_gflops(int threads, int reps = 7);
 // Streaming read of a `bytes` buffer (>= 1 GiB for DRAM), split over the pool
 // threads; each thread first-touches its own part and reads it as 4
-// interleaved streams with AVX-512 loads. GB/s (1e9 bytes per second).
-Rate read_bandwidth_gbs(int threads, size_t bytes = size_t(1) << 30, int reps = 7);
+// interleaved streams with AVX-512 (or, without it, AVX2) loads, each stream
+// software-prefetched `prefetch_bytes` ahead: by default the distance the
+// streaming (M = 1) kernels prefetch their weight panels (stream_prefetch.hpp),
+// so the kernels are compared with a read done their way. GB/s (1e9 bytes per
+// second); zeros without AVX2.
+Rate read_bandwidth_gbs(int threads, size_t bytes = size_t(1) << 30, int reps = 7,
+                        size_t prefetch_bytes = kStreamPrefetchBytes);
 
-// True when the CPU can run the AVX-512 VNNI/BF16 loops above (all three
-// return zeros otherwise).
+// True when the CPU can run the AVX-512 VNNI/BF16 loops above (the int8 and
+// bf16 peaks return zeros otherwise; the f32 FMA peak and the read fall back
+// to AVX2).
 bool has_avx512_vnni_bf16();
 
 // ---- The float family's dot instruction on the avx512 path ----------------

@@ -30,6 +30,11 @@ struct IntLayerDesc {
   Epilogue epilogue = Epilogue::scale_product;
   bool int4_weights = false;     // weights in [-8, 7] (nibble-packed by fast kernels)
   const int8_t* weight = nullptr;  // [n, k] row-major integer values
+  // Instead of `weight`, for int4_weights: [n, k/2] bytes, two signed nibbles
+  // each, low nibble = even k (the convrot_w4a4 storage, docs/FORMATS.md §2.2
+  // b), so that a layer is packed straight from its file without an int8
+  // copy twice its size.
+  const uint8_t* weight_nibbles = nullptr;
   const float* weight_scale = nullptr;  // [n] (a tensorwise scale is broadcast by the caller)
   const float* bias = nullptr;   // [n] or null
 };
@@ -47,6 +52,13 @@ constexpr int64_t kMaxIntK = 131071;
 
 // Checks the description (shapes, group divides K, K limit); throws Error.
 void check_int_desc(const IntLayerDesc& desc);
+// Weight value [row, col] from `weight` or `weight_nibbles`.
+inline int int_desc_weight(const IntLayerDesc& d, int64_t row, int64_t col) {
+  if (d.weight) return d.weight[row * d.k + col];
+  const uint8_t byte = d.weight_nibbles[(row * d.k + col) / 2];
+  const int v = (col % 2 == 0) ? byte & 0xF : byte >> 4;
+  return v >= 8 ? v - 16 : v;
+}
 
 std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
 // Fast kernels; null when this build or CPU cannot run them.

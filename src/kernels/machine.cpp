@@ -10,7 +10,9 @@ MachineLimits measure_machine(int threads, int reps, size_t read_bytes) {
   limits.int8_gops = kernels::int8_vnni_peak_gops(threads, reps).median;
   limits.bf16_gflops = kernels::bf16_dot_peak_gflops(threads, reps).median;
   limits.f32_gflops = kernels::fma_f32_peak_gflops(threads, reps).median;
-  limits.read_gbs = kernels::read_bandwidth_gbs(threads, read_bytes, reps).median;
+  const kernels::Rate read = kernels::read_bandwidth_gbs(threads, read_bytes, reps);
+  limits.read_gbs = read.median;
+  limits.read_best_gbs = read.best;
   return limits;
 }
 

@@ -20,14 +20,6 @@ std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOption
       static_cast<int64_t>(w.data.size()) != n * (k / 2))
     fail("layer '{}': tensor '{}' must be [{}, {}] (packed int4), found {}", layer.prefix, w.name,
          n, k / 2, shape_str(w.shape));
-  // Unpack: nibble v -> v - 16 when v >= 8 (docs/FORMATS.md §2.2 b).
-  std::vector<int8_t> q(static_cast<size_t>(n * k));
-  const auto* bytes = reinterpret_cast<const uint8_t*>(w.data.data());
-  for (int64_t i = 0; i < n * k / 2; ++i) {
-    const int lo = bytes[i] & 0xF, hi = bytes[i] >> 4;
-    q[static_cast<size_t>(2 * i)] = static_cast<int8_t>(lo >= 8 ? lo - 16 : lo);
-    q[static_cast<size_t>(2 * i + 1)] = static_cast<int8_t>(hi >= 8 ? hi - 16 : hi);
-  }
   const std::vector<float> scale = read_weight_scale(layer, n);
   const std::vector<float> bias = read_bias(layer, n);
   std::string linear_dtype = "int4";
@@ -42,7 +34,8 @@ std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOption
   d.act = linear_dtype == "int8" ? kernels::ActQuant::q8row : kernels::ActQuant::q4row;
   d.epilogue = kernels::Epilogue::sequential;
   d.int4_weights = true;
-  d.weight = q.data();
+  // Packed straight from the file's nibbles (docs/FORMATS.md §2.2 b).
+  d.weight_nibbles = reinterpret_cast<const uint8_t*>(w.data.data());
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
   return make_int_linear(layer, d, options);

@@ -1,7 +1,6 @@
 // int8_tensorwise (docs/FORMATS.md §3.4, §3.5): I8 [N, K] weights with a
 // tensorwise or per-row scale, optionally ConvRot-rotated. Activations are
 // quantized per token with Q8row; the product association (s_x·s_w) first.
-#include <cstring>
 #include <vector>
 
 #include "linear/runtime_table.hpp"
@@ -18,8 +17,6 @@ std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& optio
       static_cast<int64_t>(w.data.size()) != n * k)
     fail("layer '{}': tensor '{}' must be I8 [{}, {}], found {} {}", layer.prefix, w.name, n, k,
          dtype_name(w.dtype), shape_str(w.shape));
-  std::vector<int8_t> q(static_cast<size_t>(n * k));
-  std::memcpy(q.data(), w.data.data(), q.size());
   const std::vector<float> scale = read_weight_scale(layer, n);
   const std::vector<float> bias = read_bias(layer, n);
   kernels::IntLayerDesc d;
@@ -29,7 +26,8 @@ std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& optio
   d.act = kernels::ActQuant::q8row;
   d.epilogue = kernels::Epilogue::scale_product;
   d.int4_weights = false;
-  d.weight = q.data();
+  // Read in place (bytes need no alignment): the kernel packs its own copy.
+  d.weight = reinterpret_cast<const int8_t*>(w.data.data());
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
   return make_int_linear(layer, d, options);

@@ -3,12 +3,37 @@
 // that did not plan.
 #include "mixq/linear.hpp"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "io/mapped_file.hpp"
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/layer.hpp"
 #include "linear/runtime_table.hpp"
 
 namespace mixq {
+namespace {
+
+// Every factory copies (packs) the layer's tensors into buffers the Linear
+// owns, so once it is built the file pages under them can go
+// (LinearOptions::release_file_pages). Ranges that touch are merged first, so
+// that a page shared only by two tensors of this layer goes too; pages shared
+// with anything else stay (MappedFile::release_pages).
+void release_consumed_pages(const Layer& layer) {
+  std::vector<std::pair<const std::byte*, const std::byte*>> ranges;
+  for (const auto& [role, tensor] : layer.tensors)
+    if (!tensor.data.empty()) ranges.emplace_back(tensor.data.data(), tensor.data.data() + tensor.data.size());
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 0; i < ranges.size();) {
+    auto [begin, end] = ranges[i];
+    for (++i; i < ranges.size() && ranges[i].first <= end; ++i) end = std::max(end, ranges[i].second);
+    MappedFile::release_pages({begin, static_cast<size_t>(end - begin)});
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<Linear> Linear::create(const Layer& layer, const LinearOptions& options) {
   if (!layer.problem.empty())
@@ -23,6 +48,7 @@ std::unique_ptr<Linear> Linear::create(const Layer& layer, const LinearOptions& 
          layer.out_features, layer.in_features);
   std::unique_ptr<Linear> linear = runtime->make(layer, options);
   if (!linear) fail("layer '{}': format '{}' built no linear", layer.prefix, layer.format->name);
+  if (options.release_file_pages) release_consumed_pages(layer);
   return linear;
 }
 

@@ -23,7 +23,12 @@ class SvdquantLinear final : public Linear {
         w_(std::move(w)),
         path_(path),
         vnni_(path == FastPath::avx2 && kernels::cpu_has_avx_vnni()) {
-    if (path_ != FastPath::none) packed_ = kernels::x86::svdquant_pack(w_);
+    if (path_ != FastPath::none) {
+      packed_ = kernels::x86::svdquant_pack(w_);
+      // The fast kernels read these from packed_ only: no second copy.
+      for (auto* v : {&w_.wscale, &w_.proj_up_t}) std::vector<float>().swap(*v);
+      std::vector<uint8_t>().swap(w_.weight);
+    }
   }
   void forward(const float* x, int64_t m, float* y) const override {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);

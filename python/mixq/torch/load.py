@@ -9,7 +9,9 @@ Three steps, so that a rejected checkpoint leaves the model as it was:
      packed weights from the memory-mapped file and is then detached from it;
   3. apply: swap the modules and assign the tensors (nothing left that can fail).
 Because the Linears are detached, the mapping is released when the caller
-drops the checkpoint: the file is never held in memory twice.
+drops the checkpoint: the file is never held in memory twice. Already during
+step 2, each Linear releases the file pages it consumed (mixq's default for
+every Linear built from a checkpoint), so the peak stays near the final size.
 """
 from __future__ import annotations
 

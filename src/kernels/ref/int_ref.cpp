@@ -17,10 +17,14 @@ class RefIntKernel final : public IntKernel {
  public:
   explicit RefIntKernel(const IntLayerDesc& d)
       : d_(d),
-        weight_(d.weight, d.weight + d.n * d.k),
+        weight_(static_cast<size_t>(d.n * d.k)),
         scale_(d.weight_scale, d.weight_scale + d.n),
         bias_(d.bias ? std::vector<float>(d.bias, d.bias + d.n) : std::vector<float>{}) {
+    for (int64_t r = 0; r < d.n; ++r)
+      for (int64_t c = 0; c < d.k; ++c)
+        weight_[static_cast<size_t>(r * d.k + c)] = static_cast<int8_t>(int_desc_weight(d, r, c));
     d_.weight = nullptr;
+    d_.weight_nibbles = nullptr;
     d_.weight_scale = nullptr;
     d_.bias = nullptr;
   }
@@ -81,7 +85,9 @@ void check_int_desc(const IntLayerDesc& d) {
     if (d.k % d.group != 0)
       fail("ConvRot group size {} does not divide input features K = {}", d.group, d.k);
   }
-  if (!d.weight || !d.weight_scale) fail("integer linear: weight or scale missing");
+  if ((!d.weight && !d.weight_nibbles) || !d.weight_scale) fail("integer linear: weight or scale missing");
+  if (d.weight_nibbles && (d.weight || !d.int4_weights || d.k % 2 != 0))
+    fail("integer linear: nibble weights need int4 weights, an even K and no int8 weight");
 }
 
 std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc) {

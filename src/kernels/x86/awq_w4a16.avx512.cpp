@@ -1,24 +1,22 @@
 // AVX-512 AWQ W4A16 linears (awq_w4a16.hpp), two cores over the same packed
 // weights; kernels::float_dot() (measured per process) picks one per layer.
-//  - awq_avx512 (`vdpbf16ps`): register block R = 4 rows × CB = 2 panels (8
-//    group accumulators + 8 outputs). Small M splits panels over the threads
-//    (weights streamed once); larger M splits rows.
-//  - awq_avx512_fma (`vfmadd231ps`): the AVX2 kernel's math in zmm, see there.
+//  - awq_avx512 (`vdpbf16ps`, below; AVX-512 BF16 only, no AVX2 twin):
+//    register block R = 4 rows × CB = 2 panels (8 group accumulators + 8
+//    outputs). Small M splits panels over the threads (weights streamed
+//    once); larger M splits rows.
+//  - awq_avx512_fma (`vfmadd231ps`): the f32-FMA core written once for every
+//    target in awq_w4a16_impl.hpp.
 // GCC 12 reports false -Wmaybe-uninitialized inside its own AVX-512 headers
 // (the _mm512_undefined_* idiom); nothing of ours is uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-// Complete unrolling of the constant R / CB loops keeps the accumulators in
-// registers.
-#define MIXQ_UNROLL _Pragma("GCC unroll 16")
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/x86/awq_w4a16_impl.hpp"
 #include "util/parallel.hpp"
-#include "kernels/x86/awq_w4a16.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -148,139 +146,7 @@ void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y) {
   }
 }
 
-// ---- f32-FMA core ---------------------------------------------------------
-// As awq_avx2: each 16-byte code row is decoded in registers to f32 weights
-//   w = q·s + z'  with  z' = z − 8·s  (vpmovzxbd; q = vpermps of a 0..15 table
-//   by the low nibble, and by the high one after a shift; one FMA)
-// and multiplied with the fp32 activations (x is not rounded), one
-// accumulator per (row, panel) over all of K in k order. The decode costs 5
-// vector ops per 32 weights, so it is shared by many rows: activations are
-// repacked into blocks of 16 rows as [k][16] (one pointer, constant offsets
-// for the broadcasts) and the register tiles are 16 or 8 rows × 1 panel and
-// 4 / 2 / 1 rows × 4 panels (≥ 4 independent chains for M = 1).
-// Rows go in chunks of 128 (their packed activations, 1.5 MiB at K = 3072,
-// stay in L2) with every panel passing by (its codes stay in L1 over the 8
-// blocks); M <= 16 splits panels over the threads instead.
-// objdump (g++ 12, -O3): the k loops of every fma_tile<R, CB> keep the
-// accumulators in zmm registers (4 × 4 reads its group's z' as FMA memory
-// operands, no stores); 8 × 2 spilled accumulators, hence 8 × 1.
-namespace {
-
-constexpr int64_t kFmaBlock = 16;   // rows per packed activation block
-constexpr int64_t kFmaChunk = 128;  // rows per thread work item (8 blocks)
-
-struct FmaActs {
-  int64_t k = 0, m = 0;
-  std::vector<float> x;  // [ceil(m/16)][k][16], rows past m zero
-};
-
-// Rows [r0, r0+R) of the 16-row block at xb against panels [p, p+CB).
-template <int R, int CB>
-void fma_tile(const AwqPacked& w, const float* xb, int64_t m0, int64_t r0, int64_t p, float* y) {
-  const int64_t half = w.k / 2, np = w.panels * 16, steps = w.group / 2, groups = w.k / w.group;
-  const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 eight = _mm512_set1_ps(8.0f);
-  __m512 acc[R][CB];
-  MIXQ_UNROLL
-  for (int r = 0; r < R; ++r)
-    MIXQ_UNROLL
-    for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
-  const uint8_t* codes = w.codes.data() + p * half * 16;
-  const float* xr = xb + r0;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512 s[CB], z[CB];
-    MIXQ_UNROLL
-    for (int c = 0; c < CB; ++c) {
-      s[c] = _mm512_loadu_ps(w.scale.data() + g * np + (p + c) * 16);
-      z[c] = _mm512_fnmadd_ps(eight, s[c], _mm512_loadu_ps(w.zeros.data() + g * np + (p + c) * 16));  // z − 8s
-    }
-    for (int64_t j = g * steps; j < (g + 1) * steps; ++j) {
-      const float* x0 = xr + 2 * j * kFmaBlock;  // k = 2j; k = 2j+1 is 16 floats further
-      MIXQ_UNROLL
-      for (int c = 0; c < CB; ++c) {
-        const __m512i v = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (c * half + j) * 16)));
-        const __m512 w0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, table), s[c], z[c]);
-        const __m512 w1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table), s[c], z[c]);
-        MIXQ_UNROLL
-        for (int r = 0; r < R; ++r) {
-          acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(x0[r]), w0, acc[r][c]);
-          acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(x0[kFmaBlock + r]), w1, acc[r][c]);
-        }
-      }
-    }
-  }
-  MIXQ_UNROLL
-  for (int c = 0; c < CB; ++c) {
-    const int64_t col = (p + c) * 16;
-    const __mmask16 mask = tail_mask(w.n - col);
-    const __m512 bias = w.bias.empty() ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, w.bias.data() + col);
-    MIXQ_UNROLL
-    for (int r = 0; r < R; ++r) {
-      __m512 v = acc[r][c];
-      if (!w.bias.empty()) v = _mm512_add_ps(v, bias);
-      _mm512_mask_storeu_ps(y + (m0 + r0 + r) * w.n + col, mask, v);
-    }
-  }
-}
-
-// R rows of a block against panels [p_begin, p_end): CB at a time, then 1.
-template <int R>
-void fma_rows(const AwqPacked& w, const float* xb, int64_t m0, int64_t r0, int64_t p_begin, int64_t p_end,
-              float* y) {
-  constexpr int CB = R >= 8 ? 1 : 4;  // 8 × 2 spilled accumulators (objdump)
-  int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) fma_tile<R, CB>(w, xb, m0, r0, p, y);
-  for (; p < p_end; ++p) fma_tile<R, 1>(w, xb, m0, r0, p, y);
-}
-
-// The `rows` (1..16) valid rows of the block starting at row m0.
-void fma_block(const AwqPacked& w, const float* xb, int64_t m0, int64_t rows, int64_t p_begin, int64_t p_end,
-               float* y) {
-  if (rows == kFmaBlock) return fma_rows<16>(w, xb, m0, 0, p_begin, p_end, y);
-  int64_t r0 = 0;
-  if (rows & 8) fma_rows<8>(w, xb, m0, r0, p_begin, p_end, y), r0 += 8;
-  if (rows & 4) fma_rows<4>(w, xb, m0, r0, p_begin, p_end, y), r0 += 4;
-  if (rows & 2) fma_rows<2>(w, xb, m0, r0, p_begin, p_end, y), r0 += 2;
-  if (rows & 1) fma_rows<1>(w, xb, m0, r0, p_begin, p_end, y);
-}
-
-}  // namespace
-
-void awq_avx512_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
-  if (m <= 0) return;
-  const int64_t blocks = (m + kFmaBlock - 1) / kFmaBlock;
-  std::vector<float> xp(static_cast<size_t>(blocks * w.k * kFmaBlock));
-  util::parallel_for(blocks, 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t b = begin; b < end; ++b) {
-      float* dst = xp.data() + b * w.k * kFmaBlock;
-      for (int64_t r = 0; r < kFmaBlock; ++r) {
-        const int64_t row = b * kFmaBlock + r;
-        if (row >= m) {
-          for (int64_t i = 0; i < w.k; ++i) dst[i * kFmaBlock + r] = 0.0f;
-          continue;
-        }
-        const float* src = x + row * w.k;
-        for (int64_t i = 0; i < w.k; ++i) dst[i * kFmaBlock + r] = src[i];
-      }
-    }
-  });
-  auto block_x = [&](int64_t b) { return xp.data() + b * w.k * kFmaBlock; };
-  if (m <= kFmaBlock) {
-    util::parallel_for(w.panels, 4, [&](int64_t begin, int64_t end, int) { fma_block(w, block_x(0), 0, m, begin, end, y); });
-    return;
-  }
-  util::parallel_for((m + kFmaChunk - 1) / kFmaChunk, 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t chunk = begin; chunk < end; ++chunk) {
-      const int64_t b0 = chunk * kFmaChunk / kFmaBlock;
-      const int64_t b1 = std::min(blocks, (chunk + 1) * kFmaChunk / kFmaBlock);
-      for (int64_t p = 0; p < w.panels; p += 4) {  // 4 panels' codes stay in L1 over the blocks
-        const int64_t p1 = std::min(w.panels, p + 4);
-        for (int64_t b = b0; b < b1; ++b)
-          fma_block(w, block_x(b), b * kFmaBlock, std::min(kFmaBlock, m - b * kFmaBlock), p, p1, y);
-      }
-    }
-  });
-}
+// ---- f32-FMA core: awq_w4a16_impl.hpp compiled for AVX-512 ----------------
+void awq_avx512_fma(const AwqPacked& w, const float* x, int64_t m, float* y) { awq_fma<Avx512>(w, x, m, y); }
 
 }  // namespace mixq::kernels::x86

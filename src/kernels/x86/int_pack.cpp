@@ -18,7 +18,7 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   p.aligned = p.data.data() + ((64 - addr % 64) % 64);
   uint8_t* out = const_cast<uint8_t*>(p.aligned);
   auto w = [&](int64_t n, int64_t k) -> int {
-    return (n < d.n && k < d.k) ? d.weight[n * d.k + k] : 0;
+    return (n < d.n && k < d.k) ? int_desc_weight(d, n, k) : 0;
   };
   for (int64_t pn = 0; pn < p.panels; ++pn) {
     uint8_t* dst = out + pn * p.panel_bytes;

@@ -1,0 +1,159 @@
+// The f32-FMA AWQ W4A16 kernel under its target's tuning and variations of it
+// (tile shape, software-prefetch distances, row chunk: bench/isa/
+// awq_tunings.*.cpp), in alternating rounds so that every variant sees the same
+// machine; the variants compute the same bits (checked). At M <= 16 the packed
+// weights cycle through a ring >= kRingLlcFactor times the last-level cache
+// (from DRAM, as in decoding); "stored GB/s" counts the bytes the checkpoint
+// stores (4-bit codes + bf16 scale and zero per group) and is given as a
+// fraction of the read bandwidth calibrated in the same run (median and best
+// pass), "packed GB/s" the bytes the kernel reads (f32 scale and zero).
+//
+//   bench_awq_tunings [--quick] [--m M ..] [--shape KxN ..] [--group G] [--threads N]
+//   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; group 64;
+//   2 threads. Example, the large-M tiles: --m 64 --m 4096 --shape 3072x3072
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/calibrate.hpp"
+#include "kernels/cpu.hpp"
+#include "kernels/stream_prefetch.hpp"
+#include "mixq/error.hpp"
+#include "support/awq_tunings.hpp"
+#include "support/inputs.hpp"
+#include "support/run_info.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+using mixq::kernels::x86::AwqPacked;
+
+struct Options {
+  bool quick = false;
+  int threads = 2;
+  int64_t group = 64;
+  std::vector<int64_t> ms;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--quick") o.quick = true;
+    else if (a == "--threads" && has_value) o.threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--group" && has_value) o.group = std::atol(argv[++i]);
+    else if (a == "--m" && has_value) o.ms.push_back(std::max(1L, std::atol(argv[++i])));
+    else if (a == "--shape" && has_value) {
+      long k = 0, n = 0;
+      if (std::sscanf(argv[++i], "%ldx%ld", &k, &n) != 2 || k <= 0 || n <= 0)
+        mixq::fail("bench_awq_tunings: --shape expects KxN, found '{}'", argv[i]);
+      o.shapes.emplace_back(k, n);
+    } else {
+      mixq::fail("bench_awq_tunings: unknown argument '{}' (see bench/bench_awq_tunings.cpp)", a);
+    }
+  }
+  if (o.ms.empty()) o.ms = {1};
+  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  for (auto [k, n] : o.shapes)
+    if (o.group <= 0 || o.group % 2 != 0 || k % o.group != 0)
+      mixq::fail("bench_awq_tunings: group {} must be even and divide K = {}", o.group, k);
+  return o;
+}
+
+AwqPacked random_packed(int64_t k, int64_t n, int64_t group, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k / 2));
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() & 0xFF);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> scale(static_cast<size_t>(k / group * n)), zeros(scale.size()), bias(static_cast<size_t>(n));
+  for (float& s : scale) s = 0.01f * std::fabs(normal(rng)) + 1e-3f;
+  for (float& z : zeros) z = 0.05f * normal(rng);
+  for (float& b : bias) b = normal(rng);
+  return mixq::kernels::x86::awq_pack(codes.data(), scale.data(), zeros.data(), n, k, group, std::move(bias));
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse(argc, argv);
+  const mixq::kernels::Isa isa = mixq::kernels::best_isa();
+  const std::vector<AwqTuning> tunings = isa == mixq::kernels::Isa::avx512 ? awq_tunings_avx512()
+                                         : isa == mixq::kernels::Isa::avx2 ? awq_tunings_avx2()
+                                                                           : std::vector<AwqTuning>{};
+  if (tunings.empty()) {
+    std::printf("bench_awq_tunings: no AVX2 or AVX-512 on this CPU\n");
+    return 0;
+  }
+  const int rounds = o.quick ? 5 : 9;
+  const double min_s = o.quick ? 0.03 : 0.1;
+  std::printf("# %s\n", run_header().c_str());
+  set_threads(o.threads);
+  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, rounds);
+  std::printf("# %s tunings, %d threads, group %ld; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
+              "best %.1f GB/s, median %.1f\n",
+              isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2", o.threads, o.group,
+              mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median);
+  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call; >= %d calls in all)\n", rounds,
+              min_s, rounds);
+  for (int64_t m : o.ms)
+    for (auto [k, n] : o.shapes) {
+      const double stored = double(n) * double(k) / 2 + 4.0 * double(n) * double(k / o.group);
+      const double packed = double(n) * double(k) / 2 + 8.0 * double(n) * double(k / o.group);
+      const int copies = m <= 16 ? ring_copies(packed) : 1;
+      std::vector<AwqPacked> ring;
+      for (int c = 0; c < copies; ++c) ring.push_back(random_packed(k, n, o.group, static_cast<uint32_t>(c + 1)));
+      const std::vector<float> x = random_activations(m * k);
+      std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());
+      tunings[0].run(ring[0], x.data(), m, want.data());
+      for (const AwqTuning& t : tunings) {
+        std::fill(y.begin(), y.end(), std::nanf(""));
+        t.run(ring[0], x.data(), m, y.data());
+        if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0)
+          mixq::fail("bench_awq_tunings: tuning '{}' computes different bits than the default", t.name);
+      }
+      size_t next = 0;
+      std::vector<std::vector<double>> times(tunings.size());
+      for (int r = 0; r < rounds; ++r)
+        for (size_t i = 0; i < tunings.size(); ++i) {
+          long calls = 0;
+          const auto t0 = std::chrono::steady_clock::now();
+          double s = 0;
+          do {
+            tunings[i].run(ring[next], x.data(), m, y.data());
+            next = (next + 1) % ring.size();
+            ++calls;
+            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          } while (s < min_s);
+          times[i].push_back(s / calls);
+        }
+      std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n,
+                  copies > 1 ? ("; " + ring_note(copies, packed)).c_str() : " (one copy: weights reused)");
+      std::printf("%-44s %10s %10s %12s %12s %11s %10s\n", "tuning", "time", "vs default", "stored GB/s",
+                  "packed GB/s", "of med. bw", "of best bw");
+      const double base = median(times[0]);
+      for (size_t i = 0; i < tunings.size(); ++i) {
+        const double t = median(times[i]);
+        std::printf("%-44s %8.3fms %9.3fx %12.1f %12.1f %10.0f%% %9.0f%%\n", tunings[i].name, t * 1e3, t / base,
+                    stored / t / 1e9, packed / t / 1e9, 100 * stored / t / 1e9 / bw.median,
+                    100 * stored / t / 1e9 / bw.best);
+      }
+      std::fflush(stdout);
+    }
+  return 0;
+} catch (const mixq::Error& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,161 @@
+// M = 1 (decode) for every format: each format of the table that quantizes
+// (default parameters) plus svdquant_w4a4 (no quantizer: a random rank-32
+// layer, support/svdquant_layer.hpp), at the shapes of issue 14 §2
+// (K = 3072 N = 12288, K = 12288 N = 3072, K = 5376 N = 21504), 2 threads.
+// Weights cycle through a ring of copies >= kRingLlcFactor times the
+// last-level cache (support/run_info.hpp), so every call reads them from DRAM.
+// "stored GB/s" counts the bytes the format stores for the layer (its
+// checkpoint tensors: codes, scales, bias), the figure the target is set in;
+// it is reported as a fraction of the read bandwidth calibrated in the same
+// run the way the streaming kernels read (kernels::read_bandwidth_gbs: 4
+// streams per thread, software prefetch at kernels::kStreamPrefetchBytes),
+// against its median and its best pass.
+//
+//   bench_decode [--quick] [--threads N] [--format NAME ..] [--shape KxN ..]
+//                [--prefetch-sweep]
+//   --quick           3 shorter repetitions (still >= 5 timed calls per point)
+//   --format NAME     only these formats (repeatable; "svdquant_w4a4" included)
+//   --shape KxN       other shapes (repeatable)
+//   --prefetch-sweep  first, the calibration read at software-prefetch
+//                     distances 0 (hardware prefetchers only) to 8 KiB
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/calibrate.hpp"
+#include "kernels/stream_prefetch.hpp"
+#include "linear/synthetic_layer.hpp"
+#include "mixq/error.hpp"
+#include "mixq/format.hpp"
+#include "mixq/linear.hpp"
+#include "support/inputs.hpp"
+#include "support/run_info.hpp"
+#include "support/svdquant_layer.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+
+struct Options {
+  bool quick = false, sweep = false;
+  int threads = 2;
+  std::vector<std::string> formats;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--quick") o.quick = true;
+    else if (a == "--prefetch-sweep") o.sweep = true;
+    else if (a == "--threads" && has_value) o.threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--format" && has_value) o.formats.emplace_back(argv[++i]);
+    else if (a == "--shape" && has_value) {
+      long k = 0, n = 0;
+      if (std::sscanf(argv[++i], "%ldx%ld", &k, &n) != 2 || k <= 0 || n <= 0)
+        mixq::fail("bench_decode: --shape expects KxN, found '{}'", argv[i]);
+      o.shapes.emplace_back(k, n);
+    } else {
+      mixq::fail("bench_decode: unknown argument '{}' (see the comment at the top of bench/bench_decode.cpp)", a);
+    }
+  }
+  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  return o;
+}
+
+bool wanted(const Options& o, std::string_view name) {
+  if (o.formats.empty()) return true;
+  for (const std::string& f : o.formats)
+    if (f == name) return true;
+  return false;
+}
+
+// One format's layer at one shape, and a ring of Linears over it.
+struct Subject {
+  std::unique_ptr<mixq::linear::SyntheticLayer> synthetic;
+  std::unique_ptr<SvdLayer> svd;
+  const mixq::Layer* layer = nullptr;
+  LinearRing ring;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options o = parse(argc, argv);
+  const double min_s = o.quick ? 0.05 : 0.15;
+  const int reps = o.quick ? 3 : 7;
+  std::printf("# %s\n", run_header().c_str());
+  set_threads(o.threads);
+
+  if (o.sweep) {
+    std::printf("# calibration read (1 GiB, %d threads x 4 streams) by software-prefetch distance\n", o.threads);
+    std::printf("%10s %12s %12s\n", "prefetch", "best GB/s", "median GB/s");
+    for (size_t ahead : {size_t(0), size_t(512), size_t(1024), size_t(2048), size_t(4096), size_t(8192)}) {
+      const mixq::kernels::Rate r = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, reps, ahead);
+      std::printf("%10zu %12.1f %12.1f\n", ahead, r.best, r.median);
+    }
+    std::printf("\n");
+  }
+
+  const mixq::kernels::Rate bw =
+      mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, reps, mixq::kernels::kStreamPrefetchBytes);
+  if (bw.median <= 0) {
+    std::printf("bench_decode: no read-bandwidth calibration on this CPU (needs AVX2); nothing to compare\n");
+    return 0;
+  }
+  std::printf("# read bandwidth (same run): 1 GiB, %d threads x 4 streams, prefetch %zu B ahead: best %.1f GB/s, "
+              "median %.1f GB/s (%d passes)\n",
+              o.threads, mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median, reps);
+  std::printf("# M=1, %d threads; weights cycled through a ring >= %dx the last-level cache (%.0f MiB); "
+              "stored = the layer's checkpoint bytes\n",
+              o.threads, kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
+  std::printf("%-16s %12s %-22s %10s %9s %11s %12s %10s  %s\n", "format", "KxN", "kernel", "us", "B/weight",
+              "stored GB/s", "of median bw", "of best bw", "ring");
+
+  std::vector<const mixq::FormatTraits*> formats;
+  for (const mixq::FormatTraits* f : mixq::all_formats())
+    if (f->quantize && wanted(o, f->name)) formats.push_back(f);
+  const bool svd = wanted(o, "svdquant_w4a4");
+  for (auto [k, n] : o.shapes) {
+    const std::vector<float> x = random_activations(k);
+    std::vector<float> y(static_cast<size_t>(n));
+    const int count = static_cast<int>(formats.size()) + (svd ? 1 : 0);
+    for (int i = 0; i < count; ++i) {
+      const bool is_svd = i == static_cast<int>(formats.size());
+      const std::string name = is_svd ? "svdquant_w4a4" : std::string(formats[i]->name);
+      Subject s;
+      try {
+        if (is_svd) {
+          s.svd = make_svdquant(k, n, 32);
+          s.layer = &s.svd->layer;
+        } else {
+          s.synthetic = mixq::linear::make_random_layer(*formats[i], nlohmann::json::object(), n, k, 1, true);
+          s.layer = &s.synthetic->layer;
+        }
+        const double stored = static_cast<double>(s.layer->bytes());
+        // The ring is sized by the stored bytes: a Linear holds at least as many.
+        const int copies = ring_copies(stored);
+        for (int c = 0; c < copies; ++c) s.ring.push_back(mixq::Linear::create(*s.layer));
+        const Timing t = time_calls([&] { s.ring.take().forward(x.data(), 1, y.data()); }, min_s, reps);
+        const double gbs = stored / t.median / 1e9;
+        std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %11.0f%% %9.0f%%  %s\n", name.c_str(),
+                    (std::to_string(k) + "x" + std::to_string(n)).c_str(),
+                    std::string(s.ring[0].kernel_name()).c_str(), t.median * 1e6, stored / (double(k) * double(n)),
+                    gbs, 100 * gbs / bw.median, 100 * gbs / bw.best, ring_note(copies, stored).c_str());
+      } catch (const mixq::Error& e) {
+        std::printf("%-16s %12s not run: %s\n", name.c_str(), (std::to_string(k) + "x" + std::to_string(n)).c_str(),
+                    e.what());
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+} catch (const mixq::Error& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,73 @@
+// Variations of the AVX2 AWQ tuning (AwqTarget<Avx2> in awq_w4a16_impl.hpp)
+// for bench_awq_tunings: each differs from the default in one member.
+#include "kernels/x86/awq_w4a16_impl.hpp"
+#include "support/awq_tunings.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+using Base = AwqTarget<Avx2>;
+// The kernel before its M = 1 change: 1 row × 1 panel (2 accumulator chains),
+// no software prefetch.
+struct Before : Base {
+  static constexpr int64_t kStreamPanels = 1, kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+  static constexpr int panels_for(int) { return 1; }
+};
+struct M1OnePanel : Base {
+  static constexpr int panels_for(int) { return 1; }
+};
+struct M1FourPanels : Base {
+  static constexpr int panels_for(int rows) { return rows == 1 ? 4 : 1; }
+};
+struct NoPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+};
+struct NoCodePrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+struct NoParamPrefetch : Base {
+  static constexpr int64_t kParamGroupsAhead = 0;
+};
+struct CodeAhead1K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 1024;
+};
+struct CodeAhead4K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 4096;
+};
+struct ParamsAhead1 : Base {
+  static constexpr int64_t kParamGroupsAhead = 1;
+};
+struct ParamsAhead4 : Base {
+  static constexpr int64_t kParamGroupsAhead = 4;
+};
+struct Chunk64 : Base {
+  static constexpr int64_t kChunk = 64;
+};
+
+template <class T>
+void run(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  awq_fma<Avx2, T>(w, x, m, y);
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
+
+namespace mixq::bench {
+
+std::vector<AwqTuning> awq_tunings_avx2() {
+  using namespace kernels::x86;
+  return {{"default", run<Base>},
+          {"before M=1 change (1x1 tile, no prefetch)", run<Before>},
+          {"M=1 tile 1 row x 1 panel", run<M1OnePanel>},
+          {"M=1 tile 1 row x 4 panels", run<M1FourPanels>},
+          {"no software prefetch", run<NoPrefetch>},
+          {"no code prefetch", run<NoCodePrefetch>},
+          {"no scale/zero prefetch", run<NoParamPrefetch>},
+          {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
+          {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
+          {"scale/zero 1 group ahead", run<ParamsAhead1>},
+          {"scale/zero 4 groups ahead", run<ParamsAhead4>},
+          {"large-M row chunk 64", run<Chunk64>}};
+}
+
+}  // namespace mixq::bench

@@ -1,0 +1,61 @@
+// Variations of the AVX-512 AWQ tuning (AwqTarget<Avx512> in
+// awq_w4a16_impl.hpp) for bench_awq_tunings: each differs from the default in
+// one member.
+#include "kernels/x86/awq_w4a16_impl.hpp"
+#include "support/awq_tunings.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+using Base = AwqTarget<Avx512>;
+// The kernel before its M = 1 change: x always repacked into 16-row blocks,
+// no software prefetch.
+struct Before : Base {
+  static constexpr int64_t kPackMinM = 1, kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+};
+struct PackAlways : Base {
+  static constexpr int64_t kPackMinM = 1;
+};
+struct NoPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+};
+struct NoCodePrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+struct NoParamPrefetch : Base {
+  static constexpr int64_t kParamGroupsAhead = 0;
+};
+struct CodeAhead1K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 1024;
+};
+struct CodeAhead4K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 4096;
+};
+struct SmallTiles2Panels : Base {
+  static constexpr int panels_for(int rows) { return rows >= 8 ? 1 : 2; }
+};
+
+template <class T>
+void run(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  awq_fma<Avx512, T>(w, x, m, y);
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
+
+namespace mixq::bench {
+
+std::vector<AwqTuning> awq_tunings_avx512() {
+  using namespace kernels::x86;
+  return {{"default", run<Base>},
+          {"before M=1 change (x packed, no prefetch)", run<Before>},
+          {"x packed at every M", run<PackAlways>},
+          {"no software prefetch", run<NoPrefetch>},
+          {"no code prefetch", run<NoCodePrefetch>},
+          {"no scale/zero prefetch", run<NoParamPrefetch>},
+          {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
+          {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
+          {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>}};
+}
+
+}  // namespace mixq::bench

@@ -1,0 +1,20 @@
+#pragma once
+// The f32-FMA AWQ kernel (src/kernels/x86/awq_w4a16_impl.hpp) compiled with
+// its target's tuning and with variations of it (bench/isa/awq_tunings.*.cpp,
+// each compiled for its instruction set), for bench_awq_tunings.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/awq_w4a16.hpp"
+
+namespace mixq::bench {
+
+struct AwqTuning {
+  const char* name;  // "default" first, then what differs from it
+  void (*run)(const kernels::x86::AwqPacked& w, const float* x, int64_t m, float* y);
+};
+
+std::vector<AwqTuning> awq_tunings_avx2();
+std::vector<AwqTuning> awq_tunings_avx512();
+
+}  // namespace mixq::bench

@@ -1,0 +1,274 @@
+#pragma once
+// The f32-FMA core of the AWQ W4A16 linear (awq_w4a16.hpp) over a vector type
+// V (simd_traits.hpp): awq_avx2 and awq_avx512_fma, compiled by
+// awq_w4a16.avx2.cpp and awq_w4a16.avx512.cpp on the same packed weights.
+//
+// Arithmetic (the same on every target, so every target gives the same bits):
+// each 16-byte code row (16 columns, low nibble k = 2j, high nibble 2j + 1) is
+// decoded in registers to f32 weights
+//   w = q·s + z'  with  z' = z − 8·s  (q ∈ 0..15 exact; one FMA each)
+// and multiplied with the fp32 activations (x is not rounded): one FMA chain
+// per (row, column) over all of K in k order, bias added last.
+//
+// Blocking: a register tile is R rows × CB panels of 16 columns (16 / kLanes
+// vectors per panel). Activations are read in place (row-major) or, where
+// the target has the registers for tall tiles, repacked into blocks of kBlock
+// rows as [k][kBlock] (one pointer, constant offsets for the broadcasts).
+// Small M (<= kSmallM): the panels are split over the threads, each thread
+// streams its panels once (weights from DRAM), kChunkPanels at a time under
+// every row tile, with software prefetch of the codes kStreamPrefetchBytes
+// ahead and of the per-group scale / zero rows kParamGroupsAhead groups ahead
+// (those rows are N·4 bytes apart: the hardware prefetchers do not follow
+// them, and every FMA of a group waits for z'). Large M: rows go in chunks of
+// kChunk (their activations stay in L2) with every group of kChunkPanels
+// panels passing by (its codes stay in L1 over the row blocks).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/stream_prefetch.hpp"
+#include "kernels/x86/awq_w4a16.hpp"
+#include "kernels/x86/simd_traits.hpp"
+#include "util/parallel.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// Per-target tuning and the nibble -> f32 decode, which the two targets do
+// with different instructions (AVX-512: vpermps of a 0..15 table, which
+// reads only the low 4 index bits, off the FMA ports; AVX2: and / shift +
+// vcvtdq2ps). Chosen by timing M = 1, 64 and 4096 (`mixq bench --format
+// awq_w4a16` on AVX2, bench_linear_more on AVX-512).
+template <class V>
+struct AwqTarget;
+
+#if defined(__AVX2__)
+// 16 ymm: 4 rows × 1 panel (8 accumulators, a panel's 2 scales and 2
+// offsets, 2 decoded weights, 1 broadcast) for M > 1; M = 1 takes 1 row × 2
+// panels (4 independent chains, 2 FMAs each per k pair: their latency
+// matches the FMA throughput of the 16 FMAs per k pair; 1 × 4 panels spilled
+// accumulators to the stack, objdump). Activations stay row-major (repacking
+// them into [k][4] blocks was 5-7 % slower at M = 64).
+template <>
+struct AwqTarget<Avx2> {
+  static constexpr bool kPack = false;
+  static constexpr int64_t kBlock = 4, kChunk = 32, kChunkPanels = 1, kStreamPanels = 4, kSmallM = 16,
+                           kPanelGrain = 1;
+  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes, kParamGroupsAhead = 2;
+  static constexpr int panels_for(int rows) { return rows == 1 ? 2 : 1; }
+  struct Decode {
+    __m256i low = _mm256_set1_epi32(0x0F);
+    __m256 lo(__m256i v) const { return _mm256_cvtepi32_ps(_mm256_and_si256(v, low)); }
+    __m256 hi(__m256i v) const { return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)); }
+  };
+};
+#endif
+
+#if defined(__AVX512F__)
+// g++ 12's -Wmaybe-uninitialized inside its AVX-512 headers (the pass-through
+// operand of unmasked intrinsics), as around the wrappers of simd_traits.hpp.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// 32 zmm: blocks of 16 rows, tiles 16 or 8 rows × 1 panel and 4 / 2 / 1 rows
+// × 4 panels (>= 4 independent chains for M = 1); objdump (g++ 12): the k
+// loops keep the accumulators in zmm (4 × 4 reads its group's z' as FMA
+// memory operands); 8 × 2 spilled accumulators, hence 8 × 1. Fewer than
+// kPackMinM rows read x in place (a 16-row block of one row would be 16×
+// the activation bytes, rewritten every call).
+template <>
+struct AwqTarget<Avx512> {
+  static constexpr bool kPack = true;
+  static constexpr int64_t kPackMinM = 5;
+  static constexpr int64_t kBlock = 16, kChunk = 128, kChunkPanels = 4, kStreamPanels = 4, kSmallM = 16,
+                           kPanelGrain = 4;
+  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes, kParamGroupsAhead = 2;
+  static constexpr int panels_for(int rows) { return rows >= 8 ? 1 : 4; }
+  struct Decode {
+    __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 lo(__m512i v) const { return _mm512_permutexvar_ps(v, table); }
+    __m512 hi(__m512i v) const { return _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table); }
+  };
+};
+#pragma GCC diagnostic pop
+#endif
+
+// Where the activations of a tile are: `x` points at its first row's k = 0
+// value; (r, k) is x[k·B + r] in a packed block (B = kBlock) and x[r·K + k]
+// in place.
+template <bool Packed, int64_t B>
+inline const float* x_at(const float* x, int64_t r, int64_t kk, int64_t k) {
+  return Packed ? x + kk * B + r : x + r * k + kk;
+}
+
+inline void prefetch_lines(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(c + off, _MM_HINT_T0);
+  _mm_prefetch(c + bytes - 1, _MM_HINT_T0);  // the last line when p is not line-aligned
+}
+
+// Rows [0, R) of the tile at x (see x_at) against panels [p, p + CB); output
+// rows start at y (row stride N).
+template <class V, class T, int R, int CB, bool Packed, bool Stream>
+void awq_tile(const AwqPacked& w, const float* x, int64_t p, float* y) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
+  constexpr int64_t B = T::kBlock;
+  const int64_t half = w.k / 2, np = w.panels * 16, steps = w.group / 2, groups = w.k / w.group;
+  const typename T::Decode decode;
+  const F minus8 = V::set1(-8.0f);
+  F acc[R][U];
+  MIXQ_UNROLL
+  for (int r = 0; r < R; ++r)
+    MIXQ_UNROLL
+    for (int u = 0; u < U; ++u) acc[r][u] = V::zero();
+  const uint8_t* codes = w.codes.data() + p * half * 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    if constexpr (Stream && T::kParamGroupsAhead > 0) {
+      if (g + T::kParamGroupsAhead < groups) {
+        const int64_t at = (g + T::kParamGroupsAhead) * np + p * 16;
+        prefetch_lines(w.scale.data() + at, CB * 64);
+        prefetch_lines(w.zeros.data() + at, CB * 64);
+      }
+    }
+    F s[U], z[U];
+    MIXQ_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const int64_t col = p * 16 + u * L;
+      s[u] = V::load(w.scale.data() + g * np + col);
+      z[u] = V::fmadd(minus8, s[u], V::load(w.zeros.data() + g * np + col));  // z − 8s, one rounding
+    }
+    for (int64_t j = g * steps; j < (g + 1) * steps; ++j) {
+      if constexpr (Stream && T::kStreamPrefetchBytes > 0) {
+        if ((j & 3) == 0) {  // one prefetch per 64-byte line of each panel's stream
+          MIXQ_UNROLL
+          for (int c = 0; c < CB; ++c)
+            _mm_prefetch(reinterpret_cast<const char*>(codes + (c * half + j) * 16 + T::kStreamPrefetchBytes),
+                         _MM_HINT_T0);
+        }
+      }
+      MIXQ_UNROLL
+      for (int u = 0; u < U; ++u) {
+        // Bytes of columns 16p + 16c + kLanes·h ..: low nibble = k 2j, high nibble = k 2j+1.
+        const typename V::I v = V::load_u8(codes + ((u / H) * half + j) * 16 + L * (u % H));
+        const F w0 = V::fmadd(decode.lo(v), s[u], z[u]);
+        const F w1 = V::fmadd(decode.hi(v), s[u], z[u]);
+        MIXQ_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const float* xr = x_at<Packed, B>(x, r, 2 * j, w.k);
+          acc[r][u] = V::fmadd(V::set1(xr[0]), w0, acc[r][u]);
+          acc[r][u] = V::fmadd(V::set1(xr[Packed ? B : 1]), w1, acc[r][u]);
+        }
+      }
+    }
+  }
+  MIXQ_UNROLL
+  for (int u = 0; u < U; ++u) {
+    const int64_t col = p * 16 + u * L;
+    if (col >= w.n) break;
+    const F bias = w.bias.empty() ? V::zero() : V::loadz(V::mask(w.n - col), w.bias.data() + col);
+    MIXQ_UNROLL
+    for (int r = 0; r < R; ++r) {
+      F v = acc[r][u];
+      if (!w.bias.empty()) v = V::add(v, bias);
+      V::store_first(y + r * w.n + col, w.n - col, v);
+    }
+  }
+}
+
+// R rows against panels [p_begin, p_end): CB at a time, then 1.
+template <class V, class T, int R, bool Packed, bool Stream>
+void awq_rows(const AwqPacked& w, const float* x, int64_t p_begin, int64_t p_end, float* y) {
+  constexpr int CB = T::panels_for(R);
+  int64_t p = p_begin;
+  for (; p + CB <= p_end; p += CB) awq_tile<V, T, R, CB, Packed, Stream>(w, x, p, y);
+  if constexpr (CB > 1) {
+    for (; p < p_end; ++p) awq_tile<V, T, R, 1, Packed, Stream>(w, x, p, y);
+  }
+}
+
+// `rows` (1..kBlock) rows starting at x (see x_at) and output row y, against
+// panels [p_begin, p_end): the widest tiles first.
+template <class V, class T, bool Packed, bool Stream>
+void awq_block(const AwqPacked& w, const float* x, int64_t rows, int64_t p_begin, int64_t p_end, float* y) {
+  constexpr int64_t B = T::kBlock;
+  auto at = [&](int64_t r) { return x_at<Packed, B>(x, r, 0, w.k); };
+  if (rows == B) return awq_rows<V, T, B, Packed, Stream>(w, x, p_begin, p_end, y);
+  int64_t r0 = 0;
+  if constexpr (B > 8) {
+    if (rows & 8) awq_rows<V, T, 8, Packed, Stream>(w, at(r0), p_begin, p_end, y + r0 * w.n), r0 += 8;
+  }
+  if constexpr (B > 4) {
+    if (rows & 4) awq_rows<V, T, 4, Packed, Stream>(w, at(r0), p_begin, p_end, y + r0 * w.n), r0 += 4;
+  }
+  if (rows & 2) awq_rows<V, T, 2, Packed, Stream>(w, at(r0), p_begin, p_end, y + r0 * w.n), r0 += 2;
+  if (rows & 1) awq_rows<V, T, 1, Packed, Stream>(w, at(r0), p_begin, p_end, y + r0 * w.n);
+}
+
+// Rows [0, m) over blocks of kBlock rows at block_x(b), panels [p_begin,
+// p_end) in groups of kStreamPanels (Stream) or kChunkPanels (each group's
+// codes stay in L1 while the row blocks pass).
+template <class V, class T, bool Packed, bool Stream, class BlockX>
+void awq_panels(const AwqPacked& w, BlockX block_x, int64_t b0, int64_t b1, int64_t m, int64_t p_begin,
+                int64_t p_end, float* y) {
+  constexpr int64_t step = Stream ? T::kStreamPanels : T::kChunkPanels;
+  for (int64_t p = p_begin; p < p_end; p += step) {
+    const int64_t p1 = std::min(p_end, p + step);
+    for (int64_t b = b0; b < b1; ++b)
+      awq_block<V, T, Packed, Stream>(w, block_x(b), std::min(T::kBlock, m - b * T::kBlock), p, p1,
+                                      y + b * T::kBlock * w.n);
+  }
+}
+
+template <class V, class T, bool Packed>
+void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  constexpr int64_t B = T::kBlock;
+  const int64_t blocks = (m + B - 1) / B;
+  std::vector<float> xp;
+  if constexpr (Packed) {
+    xp.resize(static_cast<size_t>(blocks * w.k * B));
+    util::parallel_for(blocks, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t b = begin; b < end; ++b) {
+        float* dst = xp.data() + b * w.k * B;
+        for (int64_t r = 0; r < B; ++r) {
+          const int64_t row = b * B + r;
+          if (row >= m) {
+            for (int64_t i = 0; i < w.k; ++i) dst[i * B + r] = 0.0f;
+            continue;
+          }
+          const float* src = x + row * w.k;
+          for (int64_t i = 0; i < w.k; ++i) dst[i * B + r] = src[i];
+        }
+      }
+    });
+  }
+  auto block_x = [&](int64_t b) { return Packed ? xp.data() + b * w.k * B : x + b * B * w.k; };
+  if (m <= T::kSmallM) {
+    util::parallel_for(w.panels, T::kPanelGrain, [&](int64_t begin, int64_t end, int) {
+      awq_panels<V, T, Packed, true>(w, block_x, 0, blocks, m, begin, end, y);
+    });
+    return;
+  }
+  util::parallel_for((m + T::kChunk - 1) / T::kChunk, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      const int64_t b0 = chunk * T::kChunk / B, b1 = std::min(blocks, (chunk + 1) * T::kChunk / B);
+      awq_panels<V, T, Packed, false>(w, block_x, b0, b1, m, 0, w.panels, y);
+    }
+  });
+}
+
+// The kernel with the target's tuning T (a bench may pass other tunings: the
+// members of AwqTarget).
+template <class V, class T = AwqTarget<V>>
+__attribute__((always_inline)) inline void awq_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  if (m <= 0) return;
+  if constexpr (T::kPack) {
+    if (m >= T::kPackMinM) return awq_fma_with<V, T, true>(w, x, m, y);
+  }
+  awq_fma_with<V, T, false>(w, x, m, y);
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86

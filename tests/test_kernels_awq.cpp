@@ -1,0 +1,102 @@
+// The f32-FMA AWQ W4A16 kernels (kernels/x86/awq_w4a16_impl.hpp), awq_avx2
+// and awq_avx512_fma, against a scalar model of their exact arithmetic, with
+// zero tolerance: per (row, column), z' = fma(−8, s, z) per group, w =
+// fma(q, s, z') per weight and acc = fma(x, w, acc) in k order from 0, then
+// acc + bias. Every tile shape (1..16 rows and remainders, partial column
+// panels, 1..4-panel tiles) and both the small-M (panel-split, prefetching)
+// and large-M (row-chunk) paths must give these bits, so the two targets
+// agree with each other bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/x86/awq_w4a16.hpp"
+#include "support/kernel_paths.hpp"
+
+namespace mixq {
+namespace {
+
+struct AwqCase {
+  int64_t n, k, group;
+  std::vector<uint8_t> codes;  // [n, k/2], low nibble = even k
+  std::vector<float> scale, zeros, bias;
+};
+
+AwqCase make_case(int64_t n, int64_t k, int64_t group, bool bias, uint32_t seed) {
+  AwqCase c{n, k, group, {}, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  c.codes.resize(static_cast<size_t>(n * k / 2));
+  for (uint8_t& b : c.codes) b = static_cast<uint8_t>(rng() & 0xFF);
+  c.scale.resize(static_cast<size_t>(k / group * n));
+  c.zeros.resize(c.scale.size());
+  for (float& s : c.scale) s = 0.01f * std::fabs(normal(rng)) + 1e-3f;
+  for (float& z : c.zeros) z = 0.05f * normal(rng);
+  if (bias) {
+    c.bias.resize(static_cast<size_t>(n));
+    for (float& b : c.bias) b = normal(rng);
+  }
+  return c;
+}
+
+std::vector<float> model(const AwqCase& c, const std::vector<float>& x, int64_t m) {
+  std::vector<float> y(static_cast<size_t>(m * c.n));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t col = 0; col < c.n; ++col) {
+      float acc = 0.0f;
+      for (int64_t kk = 0; kk < c.k; ++kk) {
+        const int64_t g = kk / c.group;
+        const float s = c.scale[g * c.n + col];
+        const float zp = std::fma(-8.0f, s, c.zeros[g * c.n + col]);
+        const uint8_t byte = c.codes[col * (c.k / 2) + kk / 2];
+        const float q = static_cast<float>(kk % 2 == 0 ? byte & 15 : byte >> 4);
+        acc = std::fma(x[r * c.k + kk], std::fma(q, s, zp), acc);
+      }
+      y[r * c.n + col] = c.bias.empty() ? acc : acc + c.bias[col];
+    }
+  return y;
+}
+
+using KernelFn = void (*)(const kernels::x86::AwqPacked&, const float*, int64_t, float*);
+
+void check_kernel(KernelFn fn) {
+  // n: partial panels (13, 17, 40), several 4-panel tiles + remainder (100,
+  // 300); group 2 (one k pair per group) to 128.
+  for (auto [n, k, g] : {std::tuple<int64_t, int64_t, int64_t>{40, 192, 64}, {17, 96, 32}, {64, 128, 128},
+                         {13, 64, 64}, {100, 256, 2}, {300, 512, 64}}) {
+    for (bool bias : {false, true}) {
+      const AwqCase c = make_case(n, k, g, bias, static_cast<uint32_t>(n * 31 + k + g));
+      const kernels::x86::AwqPacked w =
+          kernels::x86::awq_pack(c.codes.data(), c.scale.data(), c.zeros.data(), n, k, g, c.bias);
+      for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 131}) {
+        std::mt19937 rng(static_cast<uint32_t>(m));
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> x(static_cast<size_t>(m * k));
+        for (float& v : x) v = normal(rng);
+        const std::vector<float> want = model(c, x, m);
+        std::vector<float> got(want.size(), std::nanf(""));
+        fn(w, x.data(), m, got.data());
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+            << "n=" << n << " k=" << k << " group=" << g << " m=" << m << " bias=" << bias;
+      }
+    }
+  }
+}
+
+TEST(AwqKernels, Avx2IsTheExactFmaModel) {
+  if (!testing::kernel_path("awq:avx2_fma", kernels::Isa::avx2)) GTEST_SKIP() << "no AVX2 + FMA";
+  check_kernel(kernels::x86::awq_avx2);
+}
+
+TEST(AwqKernels, Avx512FmaIsTheExactFmaModel) {
+  if (!testing::kernel_path("awq:avx512_fma", kernels::Isa::avx512)) GTEST_SKIP() << "no AVX-512";
+  check_kernel(kernels::x86::awq_avx512_fma);
+}
+
+}  // namespace
+}  // namespace mixq
