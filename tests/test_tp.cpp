@@ -1,6 +1,6 @@
 // Tensor-parallel admission (docs/DISPATCH.md §4): the partition predicates
 // with its numbers, row / column / fused splits, the H3 worked example
-// of §4.4 on the real layer widths, and --tp rejections.
+// of §4.4 on the real layer widths, diffusers FLUX names, and --tp rejections.
 #include "test_plan_fixtures.hpp"
 
 namespace mixq::testing {
@@ -165,6 +165,47 @@ TEST(TensorParallel, EmbeddingsAreReplicated) {
   EXPECT_FALSE(layer_of(plan, "time_embedder.proj_in").embedding);  // "embedder" is a linear
   EXPECT_EQ(plan.tp_problem(layer_of(plan, "text.embed_tokens"), 3), "");
   EXPECT_NE(plan.tp_problem(layer_of(plan, "time_embedder.proj_in"), 3), "");
+}
+
+// Diffusers FLUX names: attention and feed-forward pairs split column into row
+// as H3's do; a single block's proj_out reads cat(attention, MLP) and stays
+// column-parallel, as does every other linear (docs/TP.md).
+TEST(TensorParallel, DiffusersFluxNamesPairColumnIntoRow) {
+  PlanFixture f;
+  const std::string block = "transformer_blocks.0.", single = "single_transformer_blocks.0.";
+  for (const char* name : {"attn.to_q", "attn.to_k", "attn.to_v", "attn.add_q_proj", "attn.add_k_proj",
+                           "attn.add_v_proj", "ff.net.0.proj", "ff_context.net.0.proj", "norm1.linear"})
+    f.dense(block + name, 64, 32);
+  for (const char* name : {"attn.to_out.0", "attn.to_add_out", "ff.net.2", "ff_context.net.2"})
+    f.dense(block + name, 32, 64);
+  f.dense(single + "attn.to_q", 64, 32).dense(single + "proj_mlp", 128, 32).dense(single + "proj_out", 32, 192);
+  f.dense("proj_out", 16, 32).dense("x_embedder", 32, 16);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "comfyui");
+  expect_accepted(plan);
+  for (const LayerPlan& layer : plan.layers()) {
+    SCOPED_TRACE(layer.prefix());
+    const std::string& p = layer.prefix();
+    const bool row = p.ends_with("to_out.0") || p.ends_with("to_add_out") || p.ends_with("net.2");
+    EXPECT_EQ(layer.parallel, row ? Parallel::row : Parallel::column);
+    EXPECT_EQ(layer.parts, 1);
+  }
+  EXPECT_EQ(layer_of(plan, block + "ff.net.2").parallel, Parallel::row);
+  EXPECT_EQ(layer_of(plan, single + "proj_out").parallel, Parallel::column);
+  EXPECT_EQ(layer_of(plan, "x_embedder").parallel, Parallel::column);
+}
+
+// FLUX.1's attention output projection at its real K = 3072 with ConvRot INT8
+// (group 256): 8 ranks would hold 384 input features, not whole groups.
+TEST(TensorParallel, FluxInt8AttentionOutputAdmits1To4Not8) {
+  PlanFixture f;
+  f.quantized("transformer_blocks.0.attn.to_out.0", "int8_tensorwise", 2, 3072, kInt8);
+  Checkpoint ck = f.open();
+  Plan plan = plan_of(ck, "comfyui");
+  const LayerPlan& out = layer_of(plan, "transformer_blocks.0.attn.to_out.0");
+  ASSERT_EQ(out.parallel, Parallel::row);
+  EXPECT_EQ(plan.admitted_tp(8), (std::vector<int>{1, 2, 3, 4, 6}));
+  EXPECT_NE(plan.tp_problem(out, 8).find("384"), std::string::npos) << plan.tp_problem(out, 8);
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ struct PyLinear {
   // memory or detached from its checkpoint (dequantize() then refuses).
   std::unique_ptr<Layer> own;
   std::unique_ptr<Linear> linear;
-  std::unique_ptr<LayerShard> shard;  // tp_size > 1: this rank's share of the layer
+  std::unique_ptr<LayerShard> shard;  // tp_size > 1: this rank's share of the layer (until detach())
+  std::optional<ShardSpec> tp;        // which share, kept after detach() frees `shard`
   std::string method;                 // the format's method name, fixed when the Linear is built
 };
 

@@ -55,6 +55,7 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
     const LayerPlan* entry = plan.find(prefix);
     if (entry == nullptr) fail("no linear layer '{}' in the plan", prefix);
     result->shard = std::make_unique<LayerShard>(shard_layer(plan, *entry, tp_rank, tp_size));
+    result->tp = result->shard->spec();
     result->layer = &result->shard->layer();
   }
   result->linear = Linear::create(*result->layer, options);
@@ -157,6 +158,9 @@ void detach(PyLinear& self) {
   own->tensors.clear();
   self.own = std::move(own);
   self.layer = self.own.get();
+  // A rank's share may hold packed copies of its bytes (a K band, re-laid
+  // scales); the Linear has prepared its own weights from them.
+  self.shard.reset();
   self.owner.reset();
 }
 
@@ -184,10 +188,10 @@ void bind_linear(nb::module_& m) {
       .def("detach", &detach,
            "Releases this Linear's reference to its checkpoint (its prepared weights are\n"
            "its own); afterwards dequantize() raises mixq.Error.")
-      .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.shard ? s.shard->spec().rank : 0; })
-      .def_prop_ro("tp_size", [](const PyLinear& s) { return s.shard ? s.shard->spec().degree : 1; })
+      .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.tp ? s.tp->rank : 0; })
+      .def_prop_ro("tp_size", [](const PyLinear& s) { return s.tp ? s.tp->degree : 1; })
       .def_prop_ro("parallel", [](const PyLinear& s) {
-            return s.shard ? std::string(parallel_name(s.shard->spec().parallel)) : std::string("none");
+            return s.tp ? std::string(parallel_name(s.tp->parallel)) : std::string("none");
           }, "How this rank's share was cut: 'column', 'row', 'replicated'; 'none' without tp.")
       .def_prop_ro("kernel", [](const PyLinear& s) { return std::string(s.linear->kernel_name()); },
                    "The kernel that runs it: 'ref', 'avx2', 'avx512_vnni', ...")

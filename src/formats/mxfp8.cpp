@@ -83,11 +83,17 @@ int64_t tp_input_unit(const Layer&) { return 32; }
 // (row-major layers of the global rule store exactly N rows).
 int64_t tp_output_unit(const Layer& layer) { return layer.find("bias") || row_major_scales(layer.params) ? 1 : 32; }
 
-// Code rows or columns and swizzled E8M0 exponents re-laid per rank.
+// Code rows or columns and swizzled E8M0 exponents re-laid per rank. The
+// global rule's row-major exponents [N, K/32] are cut like the codes: a rank's
+// rows (column split) or its K band, 32 features per exponent column (row
+// split; the plan keeps the band whole blocks). Those layers are unpadded, so
+// the rank's layer is again exactly [rows, K/32], as the rule requires.
 void shard(const Layer& layer, ShardBuilder& b) {
-  if (row_major_scales(layer.params))
-    fail("layer '{}': mxfp8 with row-major block exponents (the header's quant_format) is not sharded by mixq yet",
-         layer.prefix);
+  if (row_major_scales(layer.params)) {
+    shard_by_axes(b, {{.role = "weight", .out_axis = 0, .in_axis = 1},
+                      {.role = "weight_scale", .out_axis = 0, .in_axis = 1, .in_unit = 32}});
+    return;
+  }
   shard_block_scaled(b, {.block = 32, .k_per_byte = 1, .row_pad = 32});
 }
 

@@ -6,6 +6,14 @@
 // column-parallel layer of 3 logical parts ([q; k; v]) and `mlp.fc1` one of 2
 // ([gate; up]). Every other linear is column-parallel.
 //
+// Diffusers FLUX (FluxTransformer2DModel) names the same pairs differently:
+// the attention output projections `attn.to_out.0` and `attn.to_add_out` and
+// the feed-forward outputs `ff.net.2` and `ff_context.net.2` are row-parallel,
+// fed by column-parallel to_q / to_k / to_v / add_*_proj (whole heads per rank)
+// and `ff.net.0.proj` / `ff_context.net.0.proj` (GELU, one part), the pairs
+// diffusers' own FluxTransformer2DModel._tp_plan declares. A single block's
+// `proj_out` reads cat(attention, MLP) and stays column-parallel (docs/TP.md).
+//
 // Embeddings: a layer is an embedding when the last component of its prefix is
 // exactly one of the embedding-table names of kEmbeddingNames (`embed`,
 // `embedding`, `embeddings`, `embed_tokens`, `word_embeddings`,
@@ -26,11 +34,15 @@ struct NameRule {
   int parts;
 };
 
-constexpr std::array<NameRule, 4> kParallelRules{{
+constexpr std::array<NameRule, 8> kParallelRules{{
     {"attn.qkv_proj", Parallel::column, 3},
     {"mlp.fc1", Parallel::column, 2},
     {"attn.out_proj", Parallel::row, 1},
     {"mlp.fc2", Parallel::row, 1},
+    {"attn.to_out.0", Parallel::row, 1},
+    {"attn.to_add_out", Parallel::row, 1},
+    {"ff.net.2", Parallel::row, 1},
+    {"ff_context.net.2", Parallel::row, 1},
 }};
 
 constexpr std::array<std::string_view, 8> kEmbeddingNames{

@@ -13,11 +13,17 @@ hand-written, ...) by replacing its ``nn.Linear`` modules::
     with torch.inference_mode():
         out = model(**inputs)
 
+With ``load_quantized(..., tp_group=group)`` every rank of a
+``torch.distributed`` group holds only its share of each layer
+(:class:`ColumnParallelLinear`, :class:`RowParallelLinear`; docs/TP.md).
+
 Inference only: a forward that would need a gradient raises ``mixq.Error``.
 mixq's thread pool follows ``torch.get_num_threads()`` unless
 ``mixq.set_num_threads`` was called.
 """
 from .linear import Linear
 from .load import IncompatibleKeys, load_quantized, make_linear_module
+from .tp import ColumnParallelLinear, RowParallelLinear
 
-__all__ = ["IncompatibleKeys", "Linear", "load_quantized", "make_linear_module"]
+__all__ = ["ColumnParallelLinear", "IncompatibleKeys", "Linear", "RowParallelLinear", "load_quantized",
+           "make_linear_module"]

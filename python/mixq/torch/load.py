@@ -88,10 +88,13 @@ class Plan:
         self.unexpected = []
 
 
-def plan_load(model: torch.nn.Module, checkpoint, prefix: str, strict: bool, kind: str) -> Plan:
+def plan_load(model: torch.nn.Module, checkpoint, prefix: str, strict: bool, kind: str,
+              shapes: Optional[dict] = None) -> Plan:
     """Matches a checkpoint to `model` without changing it (see load_quantized).
     Linear shapes are checked to within 32 (a padded stored K or N); callers
-    that build the layer check them exactly."""
+    that build the layer check them exactly. `shapes` (prefix -> (out, in))
+    replaces the stored shapes of layers that are one rank's share (a `mixq
+    shard` rank file) by the whole layer's."""
     if not isinstance(model, torch.nn.Module):
         raise Error(f"{kind}: model must be a torch.nn.Module, got {type(model).__name__}")
     ckpt = _checkpoint(checkpoint)
@@ -130,7 +133,7 @@ def plan_load(model: torch.nn.Module, checkpoint, prefix: str, strict: bool, kin
             raise Error(f"{kind}: {layer['problem']}")
         fmt = layer["format"]
         if isinstance(module, (torch.nn.Linear, Linear)):
-            stored = (layer["out_features"], layer["in_features"])
+            stored = (shapes or {}).get(layer["prefix"], (layer["out_features"], layer["in_features"]))
             want = (module.out_features, module.in_features)
             if not all(s - 32 < w <= s for w, s in zip(want, stored)):
                 raise Error(shape_error(kind, layer, stored, name, module))
@@ -166,13 +169,18 @@ def plan_load(model: torch.nn.Module, checkpoint, prefix: str, strict: bool, kin
 
     plan.missing = sorted(k for k in targets if k not in covered)
     plan.unexpected = sorted(plan.unexpected)
-    if strict and (plan.missing or plan.unexpected):
+    if strict:
+        check_strict(plan, kind)
+    return plan
+
+
+def check_strict(plan: Plan, kind: str):
+    if plan.missing or plan.unexpected:
         parts = []
         for what, keys in (("missing", plan.missing), ("unexpected", plan.unexpected)):
             if keys:
                 parts.append(f"{len(keys)} {what} key(s): {', '.join(keys[:20])}{' ...' if len(keys) > 20 else ''}")
         raise Error(f"{kind} (strict): {'; '.join(parts)}")
-    return plan
 
 
 def shape_error(kind: str, layer: dict, stored, name: str, module) -> str:
@@ -207,7 +215,8 @@ def apply_plan(model: torch.nn.Module, plan: Plan, replacements) -> Incompatible
 
 def load_quantized(model: torch.nn.Module, checkpoint: Union[str, os.PathLike, list, "_pkg.Checkpoint"], *,
                    prefix: str = "", strict: bool = True,
-                   make_module: Optional[MakeModule] = None) -> IncompatibleKeys:
+                   make_module: Optional[MakeModule] = None, tp_group=None,
+                   profile: str = "comfyui") -> IncompatibleKeys:
     """Loads a (mixed) Comfy checkpoint into ``model`` like ``load_state_dict``.
 
     Every ``nn.Linear`` whose qualified name is a layer of the checkpoint (the
@@ -225,8 +234,32 @@ def load_quantized(model: torch.nn.Module, checkpoint: Union[str, os.PathLike, l
     :class:`mixq.Error` naming the key before the model is changed. A layer
     without a bias whose module has one keeps the module's bias (reported
     missing), as ``load_state_dict(strict=False)`` would.
+
+    ``tp_group`` (a ``torch.distributed`` process group): tensor parallelism
+    over the group's ranks (docs/TP.md). Each rank holds only its share of
+    every layer, split as ``mixq plan --profile <profile> --tp <size>`` says
+    (column, row or replicated), in :class:`ColumnParallelLinear` /
+    :class:`RowParallelLinear` modules that all-gather or all-reduce on the
+    group; attention runs on the rank's heads. ``checkpoint`` may also be a
+    ``mixq shard`` folder (or its mixq-shard.json) of the group's size: each
+    rank then reads only its own file. Every rank must call it. A degree the
+    plan rejects, a group whose size differs from the shard folder's, or an
+    attention whose heads do not split raises :class:`mixq.Error` with the
+    model unchanged.
     """
     kind = "load_quantized"
+    if tp_group is not None:
+        if make_module is not None:
+            raise Error(f"{kind}: make_module cannot be combined with tp_group")
+        from .tp_load import load_tp
+
+        return load_tp(model, checkpoint, prefix, strict, tp_group, profile)
+    from .tp_plan import shard_index_path
+
+    index = shard_index_path(checkpoint)
+    if index is not None:
+        raise Error(f"{kind}: {index.parent} is a `mixq shard` folder (one checkpoint per rank): "
+                    "load it with tp_group=<process group>")
     make_module = make_module or make_linear_module
     plan = plan_load(model, checkpoint, prefix, strict, kind)
     replacements = []
