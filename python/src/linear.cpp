@@ -144,9 +144,13 @@ nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
     fail("layer '{}': its format cannot dequantize", layer.prefix);
   NewArray array = new_float_array(
       {static_cast<size_t>(layer.out_features), static_cast<size_t>(layer.in_features)});
-  nb::gil_scoped_release release;
-  layer.format->dequantize(layer, basis, array.data);
-  return array.array;
+  {
+    nb::gil_scoped_release release;
+    layer.format->dequantize(layer, basis, array.data);
+  }
+  // Moved out after the GIL is back: `return array.array;` would copy the
+  // reference (a member is not moved implicitly), an incref.
+  return std::move(array.array);
 }
 
 // Drops the reference to the checkpoint: the prepared weights belong to the
