@@ -9,6 +9,13 @@ NB_MODULE(_mixq, m) {
   namespace nb = nanobind;
   m.doc() = "mixq: mixed-precision quantized (Comfy convention) checkpoints on CPUs";
   m.attr("__version__") = MIXQ_VERSION;  // from project() in CMakeLists.txt
+  // True when built with MIXQ_PYTHON_CHECKS (nanobind's GIL assertions on), as
+  // scripts/python_test.sh builds it; the test suite checks it ran on one.
+#if defined(MIXQ_PYTHON_CHECKS) && !defined(NDEBUG)
+  m.attr("_checks") = true;
+#else
+  m.attr("_checks") = false;
+#endif
 
   // Every mixq::Error (and UsageError) becomes mixq.Error with the same
   // message the CLI prints after "mixq: error: ".

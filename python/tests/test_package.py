@@ -1,9 +1,12 @@
 """The installed package: type stubs match the extension, the README example
 runs."""
 import ast
+import os
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 import mixq
 import mixq._mixq as ext
@@ -38,6 +41,16 @@ def test_stub_classes_declare_exactly_their_members():
         actual = {name for name in vars(getattr(ext, node.name)) if not name.startswith("__")}
         actual |= {"__call__"} if "__call__" in vars(getattr(ext, node.name)) else set()
         assert declared == actual, node.name
+
+
+def test_module_has_the_nanobind_checks_the_runner_asked_for():
+    """scripts/python_test.sh builds the module with nanobind's GIL and
+    reference-count assertions (MIXQ_PYTHON_CHECKS=ON unless told OFF) and
+    says so in MIXQ_EXPECT_CHECKS: the suite must run on that module."""
+    expected = os.environ.get("MIXQ_EXPECT_CHECKS")
+    if expected is None:
+        pytest.skip("not run by scripts/python_test.sh")
+    assert ext._checks is (expected == "ON")
 
 
 def test_readme_example_runs(tmp_path):
