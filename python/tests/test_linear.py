@@ -2,6 +2,8 @@
 against the float weights, every input kind (NumPy, DLPack, f16, bf16,
 strided), out=, and lifetime."""
 import gc
+import pathlib
+import subprocess
 import sys
 
 import numpy as np
@@ -156,6 +158,40 @@ def test_out_parameter(ckpt):
     target = np.zeros((3, 64), np.float32)
     layer.forward(x, out=DLPackArray.view_of(target))
     np.testing.assert_array_equal(target, y)
+
+
+# Run by test_dlpack_capsule_that_owns_its_buffer in a child process.
+OWNING_CAPSULE_SCRIPT = r"""
+import sys
+import numpy as np
+import mixq
+from dlpack_producer import OwningDLPack
+
+layer = mixq.open(sys.argv[1]).linear("blocks.1.mlp.fc1")  # 64 -> 64
+x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+y = layer.forward(x)
+out = OwningDLPack(np.full((3, 64), np.nan, np.float32))
+assert layer.forward(x, out=out) is out
+assert out.deleted == 1, out.deleted
+np.testing.assert_array_equal(out.released[0], y)  # written before it was freed
+source = OwningDLPack(x)
+np.testing.assert_array_equal(layer.forward(source), y)
+assert source.deleted == 1
+print("ok")
+"""
+
+
+def test_dlpack_capsule_that_owns_its_buffer(mixed):
+    """out= (and x) from a producer whose DLPack deleter frees the buffer:
+    forward must hold the managed tensor until it has written. In a child
+    process, because a write after the deleter is a SIGSEGV there (see
+    OwningDLPack), which this test reports instead of dying of it."""
+    result = subprocess.run([sys.executable, "-c", OWNING_CAPSULE_SCRIPT, str(mixed[0])],
+                            cwd=pathlib.Path(__file__).parent, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (
+        f"exit status {result.returncode} (-11: SIGSEGV, the buffer was used after its deleter "
+        f"freed it)\n{result.stderr}")
 
 
 def test_linear_keeps_the_checkpoint_alive(mixed):
