@@ -65,5 +65,7 @@ def test_readme_example_runs(tmp_path):
     assert any(line.startswith("formats:") and "nvfp4" in line and "int8_tensorwise" in line
                for line in lines), result.stdout
     assert "comfyui accepts: True" in lines, result.stdout
+    # y against a float linear over the dequantized weight: NVFP4's activation
+    # rounding alone, measured 0.331 (seeded data, K = 256, |y| up to ~3).
     error = [line for line in lines if line.startswith("max |y - x·Wᵀ - b|")]
     assert error and float(error[0].split("=")[1]) < 0.5, result.stdout
