@@ -21,7 +21,10 @@ NB_MODULE(_mixq, m) {
   // message the CLI prints after "mixq: error: ".
   nb::exception<mixq::Error>(m, "Error", PyExc_ValueError);
 
+  // Without the GIL: resizing waits for a forward running on another thread
+  // (the pool's call lock), and other Python threads should run meanwhile.
   m.def("set_num_threads", &mixq::set_num_threads, nb::arg("threads"),
+        nb::call_guard<nb::gil_scoped_release>(),
         "Threads used by every Linear (one persistent pool); 0 = all cores.");
   m.def("num_threads", &mixq::num_threads, "Threads used by every Linear.");
 

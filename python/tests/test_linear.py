@@ -244,6 +244,38 @@ def test_thread_count_does_not_change_results(ckpt):
     np.testing.assert_array_equal(one, two)
 
 
+def test_resizing_the_pool_during_forward_changes_no_result(ckpt):
+    """set_num_threads on one thread while forward runs on another (issue 15:
+    the split was computed outside the pool's lock, so chunks were skipped
+    and rows left uninitialised): every result equals the 1-thread one."""
+    import threading
+
+    layer = ckpt.linear("blocks.0.attn.qkv")
+    x = activations(257, layer.in_features)
+    previous = mixq.num_threads()
+    stop = threading.Event()
+
+    def resize():
+        n = 0
+        while not stop.is_set():
+            mixq.set_num_threads(1 + n % 3)
+            n += 1
+
+    try:
+        mixq.set_num_threads(1)
+        expected = layer.forward(x)
+        worker = threading.Thread(target=resize)
+        worker.start()
+        try:
+            for _ in range(300):
+                np.testing.assert_array_equal(layer.forward(x), expected)
+        finally:
+            stop.set()
+            worker.join()
+    finally:
+        mixq.set_num_threads(previous)
+
+
 def test_forward_releases_the_gil(ckpt):
     """The main thread runs while a worker thread is inside one long forward
     call. The switch interval is huge, so the interpreter never forces a GIL
