@@ -105,4 +105,9 @@ def test_quantize_errors(source, tmp_path):
 def test_save_file_errors(tmp_path):
     raises("dtype", mixq.save_file, tmp_path / "a.safetensors", {"a": np.zeros(3, np.complex64)})
     raises("not an array", mixq.save_file, tmp_path / "a.safetensors", {"a": [1, 2]})
+    # A name mixq.open refuses (a NUL cuts it short for every C API).
+    raises(r"tensor name 'a\\x00b' holds a NUL byte", mixq.save_file, tmp_path / "a.safetensors",
+           {"a\0b": np.zeros(3, np.float32)})
+    raises("paths must be text, got bytes", mixq.save_file, bytes(tmp_path / "a.safetensors"),
+           {"a": np.zeros(3, np.float32)})
     assert not (tmp_path / "a.safetensors").exists()
