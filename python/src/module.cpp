@@ -23,8 +23,13 @@ NB_MODULE(_mixq, m) {
 
   // Without the GIL: resizing waits for a forward running on another thread
   // (the pool's call lock), and other Python threads should run meanwhile.
-  m.def("set_num_threads", &mixq::set_num_threads, nb::arg("threads"),
-        nb::call_guard<nb::gil_scoped_release>(),
+  m.def("set_num_threads",
+        [](int threads) {
+          // As the CLI's --threads: a negative count is an error, not "all cores".
+          if (threads < 0) mixq::fail("set_num_threads: threads must be >= 0 (0 = all cores), got {}", threads);
+          mixq::set_num_threads(threads);
+        },
+        nb::arg("threads"), nb::call_guard<nb::gil_scoped_release>(),
         "Threads used by every Linear (one persistent pool); 0 = all cores.");
   m.def("num_threads", &mixq::num_threads, "Threads used by every Linear.");
 

@@ -85,6 +85,12 @@ def test_forward_errors(ckpt):
     raises("CPU memory", layer.forward, gpu)
 
 
+def test_set_num_threads_refuses_a_negative_count():
+    before = mixq.num_threads()
+    raises("threads must be >= 0", mixq.set_num_threads, -1)
+    assert mixq.num_threads() == before
+
+
 def test_dequantize_errors(ckpt):
     raises("basis must be", ckpt.linear("blocks.0.mlp.fc1").dequantize, basis="rotated")
 
