@@ -5,7 +5,12 @@
 #      scikit-build-core, nanobind, pytest and numpy from PyPI;
 #   2. installs the package from this tree into it (pip install
 #      --no-build-isolation: the extension's CMake build folder
-#      build/python/<wheel tag> is kept, so a rebuild is incremental);
+#      build/python/<wheel tag> is kept, so a rebuild is incremental), built
+#      with nanobind's GIL and reference-count assertions (MIXQ_PYTHON_CHECKS,
+#      python/CMakeLists.txt): a binding that touches a Python object without
+#      the GIL aborts the suite. MIXQ_PYTHON_CHECKS=OFF builds the release
+#      module instead. The setting stays in that build folder, so
+#      scripts/torch_test.sh (same folder) then runs against the same module;
 #   3. runs pytest on python/tests against the `mixq` binary in $MIXQ_CLI
 #      (default build/release/bin/mixq, which `make build` produces).
 # Extra arguments go to pytest, e.g. scripts/python_test.sh -k forward -x
@@ -24,9 +29,14 @@ if [ ! -x "$MIXQ_CLI" ]; then
   exit 1
 fi
 
+checks=${MIXQ_PYTHON_CHECKS:-ON}
+case $checks in ON|OFF) ;; *) echo "python_test: MIXQ_PYTHON_CHECKS must be ON or OFF" >&2; exit 2;; esac
+export MIXQ_EXPECT_CHECKS=$checks  # test_package.py checks the module it got
+
 log=$root/build/python-install.log
-echo "python_test: pip install . (log: $log)"
-if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v . >"$log" 2>&1; then
+echo "python_test: pip install . (nanobind checks $checks; log: $log)"
+if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v \
+    --config-settings=cmake.define.MIXQ_PYTHON_CHECKS=$checks . >"$log" 2>&1; then
   tail -n 40 "$log" >&2
   echo "python_test: pip install failed (full log: $log)" >&2
   exit 1

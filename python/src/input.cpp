@@ -153,10 +153,11 @@ const float* Input::prepare(const float* y, int64_t y_count) {
   return converted.data();
 }
 
-float* output_pointer(nb::handle out, const std::vector<size_t>& shape, const std::string& where) {
+Output read_output(nb::handle out, const std::vector<size_t>& shape, const std::string& where) {
   std::string want;
   for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
-  nb::ndarray<> a;
+  Output result;
+  nb::ndarray<>& a = result.array;
   if (!nb::try_cast(out, a, /*convert=*/false))
     fail("{}: out must be a writable float32 array [{}], got {}", where, want, py_type_name(out));
   if (a.device_type() != nb::device::cpu::value) fail("{}: out must be in CPU memory", where);
@@ -171,7 +172,8 @@ float* output_pointer(nb::handle out, const std::vector<size_t>& shape, const st
   }
   if (!c_contiguous(a) || reinterpret_cast<uintptr_t>(a.data()) % alignof(float) != 0)
     fail("{}: out must be C-contiguous and aligned", where);
-  return static_cast<float*>(a.data());
+  result.data = static_cast<float*>(a.data());
+  return result;
 }
 
 }  // namespace mixq::py

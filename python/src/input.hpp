@@ -33,8 +33,16 @@ struct Input {
 // `where` for a wrong type, device, dtype or shape.
 Input read_input(nb::handle x, int64_t k, const std::string& where);
 
-// The writable f32 C-contiguous buffer of `out`, which must have exactly
+// The caller's output array. Keep it until the last write through `data`:
+// `array` holds the DLPack managed tensor, and a producer may free the buffer
+// in its deleter, which runs as soon as the last reference to it goes.
+struct Output {
+  nb::ndarray<> array;
+  float* data = nullptr;
+};
+
+// `out` as a writable f32 C-contiguous buffer, which must have exactly
 // `shape`; throws mixq::Error otherwise.
-float* output_pointer(nb::handle out, const std::vector<size_t>& shape, const std::string& where);
+Output read_output(nb::handle out, const std::vector<size_t>& shape, const std::string& where);
 
 }  // namespace mixq::py

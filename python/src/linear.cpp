@@ -88,20 +88,26 @@ nb::object forward(const PyLinear& self, nb::handle x, nb::handle out) {
   std::vector<size_t> out_shape = input.leading;
   out_shape.push_back(static_cast<size_t>(n));
   nb::object result;
-  float* y = nullptr;
+  // Held until forward returns: a DLPack producer may free out's buffer when
+  // the managed tensor is released, so it must outlive the write.
+  Output output;
   if (out.is_none()) {
     NewArray array = new_float_array(out_shape);
-    result = array.array;
-    y = array.data;
+    result = std::move(array.array);
+    output.data = array.data;
   } else {
-    y = output_pointer(out, out_shape, where);
+    output = read_output(out, out_shape, where);
     result = nb::borrow(out);
   }
   if (input.rows == 0) return result;
 
-  nb::gil_scoped_release release;
-  const float* xf = input.prepare(y, input.rows * n);
-  self.linear->forward(xf, input.rows, y);
+  {
+    // No Python object is touched in here; `input`, `output` and `result`
+    // were made before and are released after, with the GIL held.
+    nb::gil_scoped_release release;
+    const float* xf = input.prepare(output.data, input.rows * n);
+    self.linear->forward(xf, input.rows, output.data);
+  }
   return result;
 }
 
@@ -145,9 +151,13 @@ nb::object dequantize(const PyLinear& self, const std::string& basis_name) {
     fail("layer '{}': its format cannot dequantize", layer.prefix);
   NewArray array = new_float_array(
       {static_cast<size_t>(layer.out_features), static_cast<size_t>(layer.in_features)});
-  nb::gil_scoped_release release;
-  layer.format->dequantize(layer, basis, array.data);
-  return array.array;
+  {
+    nb::gil_scoped_release release;
+    layer.format->dequantize(layer, basis, array.data);
+  }
+  // Moved out after the GIL is back: `return array.array;` would copy the
+  // reference (a member is not moved implicitly), an incref.
+  return std::move(array.array);
 }
 
 // Drops the reference to the checkpoint: the prepared weights belong to the

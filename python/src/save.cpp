@@ -84,7 +84,9 @@ std::vector<std::byte> c_order_bytes(const nb::ndarray<nb::ro>& a, size_t item, 
 }
 
 void save_file(nb::handle path, nb::dict tensors, std::map<std::string, std::string> metadata) {
-  std::string target = nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(path));
+  nb::object fspath = nb::module_::import_("os").attr("fspath")(path);
+  if (!nb::isinstance<nb::str>(fspath)) fail("save_file: paths must be text, got bytes");
+  const std::string target = nb::cast<std::string>(fspath);
   struct Entry {
     std::string name;
     DType dtype;
@@ -96,6 +98,9 @@ void save_file(nb::handle path, nb::dict tensors, std::map<std::string, std::str
     if (!nb::isinstance<nb::str>(key)) fail("save_file: tensor names must be strings");
     Entry entry;
     entry.name = nb::cast<std::string>(key);
+    // mixq.open refuses such a name (a NUL cuts it short for every C API).
+    if (entry.name.find('\0') != std::string::npos)
+      fail("save_file: tensor name '{}' holds a NUL byte", entry.name);
     if (!nb::try_cast(value, entry.array, /*convert=*/false))
       fail("save_file: tensor '{}' is not an array (NumPy or __dlpack__)", entry.name);
     if (entry.array.device_type() != nb::device::cpu::value)

@@ -1,6 +1,7 @@
-"""A minimal DLPack producer (ctypes), standing in for torch tensors in the
-tests: it exports bfloat16 / float16 / float32 data with any strides through
-__dlpack__ only (no buffer protocol, no NumPy type)."""
+"""Minimal DLPack producers (ctypes), standing in for torch tensors in the
+tests: DLPackArray exports bfloat16 / float16 / float32 data with any strides
+through __dlpack__ only (no buffer protocol, no NumPy type); OwningDLPack
+hands out buffers that its capsule owns and its deleter frees."""
 import ctypes
 
 import numpy as np
@@ -84,6 +85,67 @@ class DLPackArray:
 
     def __dlpack__(self, *args, **kwargs):
         return _capsule_new(ctypes.addressof(self._managed), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_long]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_PROT_NONE, _PROT_READ_WRITE = 0, 3
+_MAP_PRIVATE_ANONYMOUS = 0x22
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class OwningDLPack:
+    """A producer whose DLPack capsule owns its buffer, as the DLPack contract
+    allows: each __dlpack__ call maps a fresh float32 buffer (a copy of
+    `values`), and the managed tensor's deleter, which the consumer calls when
+    it is done, frees it. Here "frees" means: copy the buffer into `released`
+    (what the consumer left there), then make its pages inaccessible
+    (mprotect PROT_NONE; never unmapped, so no later allocation can reuse the
+    address). A consumer that reads or writes the buffer after calling the
+    deleter therefore dies of SIGSEGV instead of corrupting memory silently."""
+
+    def __init__(self, values):
+        self._values = np.ascontiguousarray(values, np.float32)
+        self.deleted = 0         # deleter calls
+        self.released = []       # the buffer's contents at each deleter call
+        self._exports = []       # keeps each export's ctypes memory alive
+
+    def __dlpack__(self, *args, **kwargs):
+        values = self._values
+        size = max(values.nbytes, 1)
+        address = _libc.mmap(None, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, -1, 0)
+        if address in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap failed")
+        ctypes.memmove(address, values.ctypes.data, values.nbytes)
+        shape = (ctypes.c_int64 * values.ndim)(*values.shape)
+        strides = (ctypes.c_int64 * values.ndim)(*[s // 4 for s in values.strides])
+        managed = _Managed()
+
+        def deleter(_):
+            self.released.append(np.frombuffer(ctypes.string_at(address, values.nbytes), np.float32)
+                                 .reshape(values.shape).copy())
+            self.deleted += 1
+            if _libc.mprotect(address, size, _PROT_NONE) != 0:
+                raise OSError(ctypes.get_errno(), "mprotect failed")
+
+        callback = _DELETER(deleter)
+        t = managed.dl_tensor
+        t.data = address
+        t.device = _Device(1, 0)  # kDLCPU
+        t.ndim = values.ndim
+        t.dtype = _DType(FLOAT, 32, 1)
+        t.shape = shape
+        t.strides = strides
+        t.byte_offset = 0
+        managed.deleter = ctypes.cast(callback, ctypes.c_void_p)
+        self._exports.append((managed, shape, strides, callback))
+        return _capsule_new(ctypes.addressof(managed), b"dltensor", None)
 
     def __dlpack_device__(self):
         return (1, 0)

@@ -85,6 +85,12 @@ def test_forward_errors(ckpt):
     raises("CPU memory", layer.forward, gpu)
 
 
+def test_set_num_threads_refuses_a_negative_count():
+    before = mixq.num_threads()
+    raises("threads must be >= 0", mixq.set_num_threads, -1)
+    assert mixq.num_threads() == before
+
+
 def test_dequantize_errors(ckpt):
     raises("basis must be", ckpt.linear("blocks.0.mlp.fc1").dequantize, basis="rotated")
 
@@ -105,4 +111,9 @@ def test_quantize_errors(source, tmp_path):
 def test_save_file_errors(tmp_path):
     raises("dtype", mixq.save_file, tmp_path / "a.safetensors", {"a": np.zeros(3, np.complex64)})
     raises("not an array", mixq.save_file, tmp_path / "a.safetensors", {"a": [1, 2]})
+    # A name mixq.open refuses (a NUL cuts it short for every C API).
+    raises(r"tensor name 'a\\x00b' holds a NUL byte", mixq.save_file, tmp_path / "a.safetensors",
+           {"a\0b": np.zeros(3, np.float32)})
+    raises("paths must be text, got bytes", mixq.save_file, bytes(tmp_path / "a.safetensors"),
+           {"a": np.zeros(3, np.float32)})
     assert not (tmp_path / "a.safetensors").exists()
