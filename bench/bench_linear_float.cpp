@@ -4,27 +4,41 @@
 //
 //   build/bench/bench_linear_float [--quick]
 //
-// Compute-bound rows (M = 4096, K = N = 3072): our time includes activation
-// quantization; oneDNN's does not (it gets ready u8/bf16 operands). NVFP4 is
-// compared with oneDNN u8·s8→f32, FP8/MXFP8 with oneDNN bf16. Memory-bound
-// rows (M = 1): weights cycle through >= 512 MiB of distinct copies so they
-// come from DRAM; "GB/s" counts our packed weight bytes (0.5625 B/weight for
-// NVFP4) and is compared with the streaming read bandwidth of this run.
+// Compute-bound rows (M = 4096, K = N = 3072, AVX-512 machines): our time
+// includes activation quantization; oneDNN's does not (it gets ready u8/bf16
+// operands). NVFP4 is compared with oneDNN u8·s8→f32, FP8/MXFP8 with oneDNN
+// bf16. Every row runs on the avx512 kernels and again with
+// kernels::set_isa(avx2) (the AVX2 kernels on the same machine and shapes).
+// No ymm peak is measured here, so an AVX2 row's last column is its time
+// against the faster avx512 row of the same format in this run. FP8 and
+// MXFP8 run on avx512 twice, once per float dot forced with
+// kernels::set_float_dot: "avx512_bf16" (vdpbf16ps) against the bf16 dot
+// peak and "avx512_fma" (vfmadd231ps) against the f32 FMA peak; the layers'
+// automatic choice (a short probe, kernels::float_dot()) is printed in the
+// header.
 //
-// Every row runs on the avx512 kernels and again with kernels::set_isa(avx2)
-// (the AVX2 kernels on the same machine and shapes). No ymm peak is measured
-// here, so an AVX2 row's last column is its time against the faster avx512
-// row of the same format in this run.
-// FP8 and MXFP8 run on avx512 twice, once per float dot forced with
-// kernels::set_float_dot: "avx512_bf16" (vdpbf16ps) against the bf16 dot peak
-// and "avx512_fma" (bf16 panels widened, vfmadd231ps) against the f32 FMA peak,
-// both peaks measured in this run; the layers' automatic choice (a short
-// probe, kernels::float_dot()) is printed in the header. The M = 1 table has
-// both FP8 rows too (2 B/weight bf16 panels) against oneDNN bf16 at M = 1.
+// On every x86 machine (AVX2 too):
+//  - "FP8 vs f32": FP8 and MXFP8 layers at M = 4096 K = N = 3072 against the
+//    float layer they replace: oneDNN f32 (and bf16) matmul and mixq's own
+//    unquantized f32 layer, ratio against the faster of oneDNN f32 / bf16;
+//  - "FP8 M = 1": FP8 and MXFP8 layers at the H3 / FLUX shapes (K=3072
+//    N=12288, K=12288 N=3072, K=5376 N=21504), weights cycling through >= 1
+//    GiB of distinct copies so they come from DRAM; "GB/s" counts the
+//    layer's packed bytes (Linear::packed_bytes: 1 B/weight, + 1/32 for
+//    MXFP8) against the streaming read bandwidth of this run (best and
+//    median pass).
+// Memory-bound NVFP4 rows (M = 1, AVX-512 machines) as above with 0.5625
+// B/weight.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +52,7 @@
 #include "support/inputs.hpp"
 #include "support/onednn.hpp"
 #include "support/timing.hpp"
+#include "util/parallel.hpp"
 
 namespace {
 
@@ -49,7 +64,7 @@ struct Lin {
 };
 
 Lin make(const char* format, int64_t n, int64_t k, int copies) {
-  const FormatTraits* f = find_format(format);
+  const FormatTraits* f = std::string(format) == "unquantized" ? &unquantized_format() : find_format(format);
   if (!f) throw Error(std::string("unknown format ") + format);
   Lin l;
   l.layer = linear::make_random_layer(*f, nlohmann::json::object(), n, k, 42, true);
@@ -152,50 +167,172 @@ void memory_bound(int threads, double read_bw) {
   }
 }
 
-// FP8 E4M3 at M = 1 on both avx512 cores (2 B/weight bf16 panels, from DRAM)
-// against oneDNN bf16 (2 B/weight too).
-void memory_bound_fp8(int threads, double read_bw) {
+// The kernel paths of this machine, each with the float dot it forces on
+// avx512 (both cores) or none (avx2).
+struct FloatPathRun {
+  kernels::Isa isa;
+  std::optional<FloatDot> dot;
+};
+std::vector<FloatPathRun> float_paths() {
+  std::vector<FloatPathRun> out;
+  if (kernels::best_isa() >= kernels::Isa::avx512) {
+    if (kernels::has_avx512_vnni_bf16()) out.push_back({kernels::Isa::avx512, FloatDot::bf16});
+    out.push_back({kernels::Isa::avx512, FloatDot::fma});
+  }
+  out.push_back({kernels::Isa::avx2, std::nullopt});
+  return out;
+}
+
+// Streaming read bandwidth with AVX2 loads (4 interleaved streams per thread,
+// 1 GiB, first touch by the reading thread): the calibration of
+// kernels/calibrate.hpp needs AVX-512. {best, median} GB/s of 7 passes.
+__attribute__((target("avx2"))) uint64_t read_part_avx2(const std::byte* p, size_t bytes) {
+  const size_t quarter = bytes / 4 / 256 * 256;
+  const std::byte* s[4] = {p, p + quarter, p + 2 * quarter, p + 3 * quarter};
+  __m256i a[8];
+  for (auto& v : a) v = _mm256_setzero_si256();
+  for (size_t off = 0; off < quarter; off += 64)
+    for (int q = 0; q < 4; ++q) {
+      a[2 * q] = _mm256_add_epi64(a[2 * q], _mm256_load_si256(reinterpret_cast<const __m256i*>(s[q] + off)));
+      a[2 * q + 1] = _mm256_add_epi64(a[2 * q + 1], _mm256_load_si256(reinterpret_cast<const __m256i*>(s[q] + off + 32)));
+    }
+  for (int q = 1; q < 8; ++q) a[0] = _mm256_add_epi64(a[0], a[q]);
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a[0]);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+kernels::Rate read_bandwidth(int threads) {
+  const kernels::Rate r = bench::read_bandwidth_gbs(threads);
+  if (r.median > 0) return r;
   bench::set_threads(threads);
-  struct Shape { int64_t k, n; };
-  for (Shape s : {Shape{3072, 3072}, Shape{5376, 21504}, Shape{14336, 5376}}) {
-    const double wbytes = 2.0 * double(s.k) * double(s.n);
-    const int copies = std::max(1, static_cast<int>((512.0 * (1 << 20)) / wbytes + 0.999));
-    const std::vector<float> x = random_x(s.k);
-    std::vector<float> y(static_cast<size_t>(s.n));
-    bench::OnednnMatmul bf(bench::OnednnType::bf16_f32, 1, s.k, s.n, copies);
-    const double t_bf = bench::time_calls([&] { bf.run(); }, 0.3, 7).median;
-    for (FloatDot dot : {FloatDot::bf16, FloatDot::fma}) {
-      Lin l = make_with("float8_e4m3fn", s.n, s.k, copies, dot);
-      size_t next = 0;
-      const double t = bench::time_calls([&] {
-        l.copies[next]->forward(x.data(), 1, y.data());
-        next = (next + 1) % l.copies.size();
-      }, 0.3, 7).median;
-      const double gbs = wbytes / t / 1e9;
-      std::printf("| float8_e4m3fn | M=1 K=%lld N=%lld | %d | %-11s | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s) | oneDNN bf16 %.1f us (%.1f GB/s of bf16 weights) | %s |\n",
-                  (long long)s.k, (long long)s.n, threads, std::string(l.copies[0]->kernel_name()).c_str(),
-                  t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw, t_bf * 1e6, bf.weight_bytes() / t_bf / 1e9,
-                  bench::ratio(t_bf, t).c_str());
+  const size_t part = (size_t(1) << 30) / threads / 4096 * 4096;
+  std::vector<std::byte*> parts(static_cast<size_t>(threads));
+  util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      parts[t] = static_cast<std::byte*>(std::aligned_alloc(4096, part));
+      std::memset(parts[t], static_cast<int>(t + 1), part);
+    }
+  });
+  std::atomic<uint64_t> sink{0};
+  auto pass = [&] {
+    util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part_avx2(parts[t], part));
+    });
+  };
+  pass();
+  std::vector<double> rates;
+  for (int rep = 0; rep < 7; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pass();
+    rates.push_back(double(part) * threads / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
+  }
+  for (std::byte* p : parts) std::free(p);
+  std::sort(rates.begin(), rates.end());
+  return {rates.back(), rates[rates.size() / 2]};
+}
+
+std::string kernel_of(const Lin& l) { return std::string(l.copies[0]->kernel_name()); }
+
+// FP8 / MXFP8 at M = 4096 against the f32 layer they replace.
+void fp8_vs_f32(int threads) {
+  const int64_t m = 4096, k = 3072, n = 3072;
+  const double ops = 2.0 * m * n * k;
+  bench::set_threads(threads);
+  const std::vector<float> x = random_x(m * k);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  bench::OnednnMatmul f32(bench::OnednnType::f32_f32, m, k, n);
+  const double t_f32 = bench::time_calls([&] { f32.run(); }, 0.3, 5).median;
+  std::printf("| oneDNN f32 | M=%lld K=%lld N=%lld | %d | %s | %8.1f ms | %7.0f | |\n", (long long)m, (long long)k,
+              (long long)n, threads, f32.impl(), t_f32 * 1e3, ops / t_f32 / 1e9);
+  double t_bf = 1e30;  // oneDNN has no bf16 matmul without AVX-512
+  try {
+    bench::OnednnMatmul bf(bench::OnednnType::bf16_f32, m, k, n);
+    t_bf = bench::time_calls([&] { bf.run(); }, 0.3, 5).median;
+    std::printf("| oneDNN bf16 | M=%lld K=%lld N=%lld | %d | %s | %8.1f ms | %7.0f | |\n", (long long)m,
+                (long long)k, (long long)n, threads, bf.impl(), t_bf * 1e3, ops / t_bf / 1e9);
+  } catch (const std::exception& e) {
+    std::printf("| oneDNN bf16 | M=%lld K=%lld N=%lld | %d | not run: %s | | | |\n", (long long)m, (long long)k,
+                (long long)n, threads, e.what());
+  }
+  const double base = std::min(t_f32, t_bf);
+  for (const FloatPathRun& p : float_paths()) {
+    kernels::set_isa(p.isa);
+    for (const char* format : {"float8_e4m3fn", "mxfp8", "unquantized"}) {
+      if (p.dot == FloatDot::bf16 && format[0] == 'u') continue;  // f32 layers run the FMA core
+      Lin l = make_with(format, n, k, 1, p.dot.value_or(FloatDot::fma));
+      const Linear& lin = *l.copies[0];
+      const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
+      std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-11s | %8.1f ms | %7.0f | %s vs the faster oneDNN (%s) |\n",
+                  format, (long long)m, (long long)k, (long long)n, threads, kernel_of(l).c_str(), t * 1e3,
+                  ops / t / 1e9, bench::ratio(base, t).c_str(), t_f32 <= t_bf ? "f32" : "bf16");
       std::fflush(stdout);
     }
   }
+  kernels::set_isa(kernels::best_isa());
+}
+
+// FP8 / MXFP8 at M = 1 from DRAM (1 B/weight) against the read bandwidth.
+void fp8_streaming(int threads, const kernels::Rate& read_bw) {
+  bench::set_threads(threads);
+  struct Shape { int64_t k, n; };
+  for (Shape s : {Shape{3072, 12288}, Shape{12288, 3072}, Shape{5376, 21504}}) {
+    const std::vector<float> x = random_x(s.k);
+    std::vector<float> y(static_cast<size_t>(s.n));
+    for (const FloatPathRun& p : float_paths()) {
+      kernels::set_isa(p.isa);
+      for (const char* format : {"float8_e4m3fn", "mxfp8"}) {
+        const int copies = std::max(2, static_cast<int>(double(1 << 30) / (1.03 * s.k * s.n) + 0.999));
+        Lin l = make_with(format, s.n, s.k, copies, p.dot.value_or(FloatDot::fma));
+        const double wbytes = static_cast<double>(l.copies[0]->packed_bytes().value_or(0));
+        size_t next = 0;
+        const bench::Timing t = bench::time_calls([&] {
+          l.copies[next]->forward(x.data(), 1, y.data());
+          next = (next + 1) % l.copies.size();
+        }, 0.3, 7);
+        const double gbs = wbytes / t.median / 1e9, best = wbytes / t.best / 1e9;
+        std::printf("| %-13s | M=1 K=%lld N=%lld | %d | %-11s | %8.1f us | %.3f B/weight | %5.1f GB/s (best %5.1f) | %4.0f %% of read BW median, %4.0f %% best pass to best pass (%.1f / %.1f GB/s) |\n",
+                    format, (long long)s.k, (long long)s.n, threads, kernel_of(l).c_str(), t.median * 1e6,
+                    wbytes / (double(s.k) * s.n), gbs, best, 100.0 * gbs / read_bw.median, 100.0 * best / read_bw.best,
+                    read_bw.median, read_bw.best);
+        std::fflush(stdout);
+      }
+    }
+  }
+  kernels::set_isa(kernels::best_isa());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (kernels::best_isa() != kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
-    std::printf("bench_linear_float: needs AVX-512 VNNI + BF16 (the fast float kernels); skipping\n");
+  if (kernels::best_isa() < kernels::Isa::avx2) {
+    std::printf("bench_linear_float: needs AVX2 (the fast float kernels); skipping\n");
     return 0;
   }
   const int threads = 2;
+  const kernels::Rate read_bw = read_bandwidth(threads);
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf("# read bandwidth, 1 GiB, %d threads x 4 streams: %.1f GB/s best pass, %.1f median; load average %.2f\n",
+              threads, read_bw.best, read_bw.median, load[0]);
+  std::fflush(stdout);
+  std::printf("\n| format | shape | threads | kernel | time | G(FL)OPS | vs oneDNN f32 / bf16 |\n|---|---|---|---|---|---|---|\n");
+  fp8_vs_f32(threads);
+  std::printf("\n| format | shape | threads | kernel | time | packed bytes | weight stream | vs read bandwidth |\n|---|---|---|---|---|---|---|---|\n");
+  fp8_streaming(threads, read_bw);
+  if (kernels::best_isa() != kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
+    std::printf("\n# no AVX-512 VNNI + BF16: the NVFP4 and peak-fraction tables need them; skipped\n");
+    return 0;
+  }
   const auto int8_peak = bench::int8_vnni_peak_gops(threads);
   const auto bf16_peak = bench::bf16_dot_peak_gflops(threads);
   const auto fma_peak = kernels::fma_f32_peak_gflops(threads);
-  const auto read_bw = bench::read_bandwidth_gbs(threads);
-  std::printf("# same-run limits (%d threads): int8 VNNI %.0f GOPS, bf16 dot %.0f GFLOPS, f32 FMA %.0f GFLOPS, read %.1f GB/s (median)\n",
-              threads, int8_peak.median, bf16_peak.median, fma_peak.median, read_bw.median);
+  std::printf("\n# same-run limits (%d threads): int8 VNNI %.0f GOPS, bf16 dot %.0f GFLOPS, f32 FMA %.0f GFLOPS\n",
+              threads, int8_peak.median, bf16_peak.median, fma_peak.median);
   const kernels::FloatDotProbe probe = kernels::probe_float_dot();
   std::printf("# float dot probe (1 thread): vdpbf16ps %.0f GFLOPS, vfmadd231ps %.0f GFLOPS; layers' automatic choice: %s\n",
               probe.bf16_gflops, probe.fma_gflops, std::string(kernels::float_dot_name(kernels::float_dot())).c_str());
@@ -212,6 +349,5 @@ int main(int argc, char** argv) {
   if (!quick) compute_bound(1, one);
   std::printf("\n| format | shape | threads | kernel | time | weight stream | vs read bandwidth | oneDNN | oneDNN time / ours |\n|---|---|---|---|---|---|---|---|---|\n");
   memory_bound(threads, read_bw.median);
-  memory_bound_fp8(threads, read_bw.median);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
+#include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
 #include "support/kernel_paths.hpp"
@@ -87,7 +89,7 @@ class OnPath : public ::testing::TestWithParam<Path> {
   }
   void gemm_f32(const float* a, int64_t lda, int64_t m, const x86::FloatPanels& w, float alpha,
                 const float* bias, float* y) const {
-    if (GetParam() == Path::avx512_fma) x86::float_gemm_avx512_fma(a, lda, m, w, alpha, bias, y);
+    if (GetParam() == Path::avx512_fma) x86::float_gemm_avx512(a, lda, m, w, alpha, bias, y);
     else x86::float_gemm_avx2(a, lda, m, w, alpha, bias, y);
   }
   void quantize(const float* x, int64_t m, int64_t k, int64_t blocks, const float* pqs,
@@ -295,96 +297,244 @@ TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
   }
 }
 
+// A stored weight [n, k] of one panel type: its bytes and the f32 value of
+// every element (what the reference multiplies by).
+struct StoredWeight {
+  x86::PanelType type = x86::PanelType::f32;
+  int64_t n = 0, k = 0, row_bytes = 0;
+  std::vector<uint8_t> bytes, block_scales;  // block_scales: mxfp8 [n, k/32] E8M0
+  std::vector<float> value;
+  x86::FloatPanels pack(bool pairs) const {
+    return x86::pack_panels(type, bytes.data(), row_bytes, n, k, pairs,
+                            block_scales.empty() ? nullptr : block_scales.data());
+  }
+};
+
+// Random weights (scale ~0.1) stored as `type`: f32 as is, bf16 / f16 the
+// rounded value, e4m3 / e5m2 the codes of w·100 (a spread over the FP8 range
+// with subnormals), mxfp8 the MXFP8 quantizer's codes and exponents.
+StoredWeight stored_weight(x86::PanelType type, int64_t n, int64_t k, uint64_t seed) {
+  const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, 0.1f);
+  StoredWeight s;
+  s.type = type;
+  s.n = n;
+  s.k = k;
+  s.value.resize(w.size());
+  if (type == x86::PanelType::mxfp8) {
+    const quant::Mxfp8Blocks q = quant::quantize_mxfp8(w.data(), n, k);
+    s.k = q.cols;
+    s.row_bytes = q.cols;
+    s.bytes = q.codes;
+    s.block_scales = q.exponents;
+    s.value.resize(static_cast<size_t>(n * q.cols));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < q.cols; ++c)
+        s.value[r * q.cols + c] = e4m3_to_f32(q.codes[r * q.cols + c]) * e8m0_to_f32(q.exponents[r * (q.cols / 32) + c / 32]);
+    return s;
+  }
+  const int eb = type == x86::PanelType::f32 ? 4 : type == x86::PanelType::bf16 || type == x86::PanelType::f16 ? 2 : 1;
+  s.row_bytes = k * eb;
+  s.bytes.resize(static_cast<size_t>(n * k * eb));
+  for (size_t i = 0; i < w.size(); ++i) {
+    uint32_t bits = 0;
+    switch (type) {
+      case x86::PanelType::f32: s.value[i] = w[i]; bits = std::bit_cast<uint32_t>(w[i]); break;
+      case x86::PanelType::bf16: bits = f32_to_bf16(w[i]); s.value[i] = bf16_to_f32(static_cast<uint16_t>(bits)); break;
+      case x86::PanelType::f16: bits = f32_to_f16(w[i]); s.value[i] = f16_to_f32(static_cast<uint16_t>(bits)); break;
+      case x86::PanelType::e4m3: bits = f32_to_e4m3(w[i] * 100.0f); s.value[i] = e4m3_to_f32(static_cast<uint8_t>(bits)); break;
+      default: bits = f32_to_e5m2(w[i] * 100.0f); s.value[i] = e5m2_to_f32(static_cast<uint8_t>(bits)); break;
+    }
+    std::memcpy(s.bytes.data() + i * eb, &bits, static_cast<size_t>(eb));  // little-endian low bytes
+  }
+  return s;
+}
+
+const char* type_name(x86::PanelType t) {
+  switch (t) {
+    case x86::PanelType::f32: return "f32";
+    case x86::PanelType::bf16: return "bf16";
+    case x86::PanelType::f16: return "f16";
+    case x86::PanelType::e4m3: return "e4m3";
+    case x86::PanelType::e5m2: return "e5m2";
+    case x86::PanelType::mxfp8: return "mxfp8";
+    default: return "nvfp4";
+  }
+}
+
 // Error bound of an fp32 sum of n terms in any order: n·2^-24·Σ|term| (plus
-// the final alpha/bias roundings). Both operands are exact in the kernel's
-// input type (bf16 for avx512's bf16 panels), so the summation order is the
-// only difference from the reference.
+// the final alpha/bias roundings). The weights are exact in every panel type
+// (decoded in registers), and avx512's bf16 core gets bf16 activations, so
+// the summation order is the only difference from the reference. The bf16
+// core takes the FP8 kinds (k-pair panels), the FMA cores every type.
 TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
   struct Shape { int64_t n, k; };
-  for (auto type : {x86::GemmType::bf16, x86::GemmType::f32}) {
+  using T = x86::PanelType;
+  const std::vector<T> types = avx512() ? std::vector<T>{T::e4m3, T::e5m2, T::mxfp8}
+                                        : std::vector<T>{T::f32, T::bf16, T::f16, T::e4m3, T::e5m2, T::mxfp8};
+  for (T type : types) {
     for (Shape s : {Shape{16, 64}, Shape{37, 70}, Shape{50, 3}, Shape{49, 600}, Shape{100, 17}}) {
-      std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 9 + s.k, 0.1f);
-      if (type == x86::GemmType::bf16)
-        for (float& v : w) v = round_to(DType::BF16, v);
-      const x86::FloatPanels panels = x86::pack_panels(w.data(), s.n, s.k, type);
+      const StoredWeight sw = stored_weight(type, s.n, s.k, 9 + s.k);
+      const int64_t k = sw.k;  // mxfp8: padded to 32
+      const x86::FloatPanels panels = sw.pack(avx512());
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3, 0.5f);
       for (int64_t m : kRows) {
-        std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 77 + m, 1.0f);
-        if (type == x86::GemmType::bf16 && isa_of(GetParam()) == kernels::Isa::avx512)
+        std::vector<float> x = random_floats(static_cast<size_t>(m * k), 77 + m, 1.0f);
+        if (avx512())
           for (float& v : x) v = round_to(DType::BF16, v);
         const float alpha = 0.75f;
         std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size());
-        kernels::ref::linear_f32(x.data(), m, s.k, w.data(), s.n, nullptr, want.data());
+        kernels::ref::linear_f32(x.data(), m, k, sw.value.data(), s.n, nullptr, want.data());
         if (avx512()) {
-          std::vector<uint32_t> a;
-          const uint32_t* ap = reinterpret_cast<const uint32_t*>(x.data());
-          if (type == x86::GemmType::bf16) {
-            a.resize(static_cast<size_t>(m * panels.steps));
-            x86::prepare_bf16_avx512(x.data(), m, s.k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
-            ap = a.data();
-          }
-          x86::float_gemm_avx512(ap, m, panels, alpha, bias.data(), got.data());
+          std::vector<uint32_t> a(static_cast<size_t>(m * panels.steps));
+          x86::prepare_bf16_avx512(x.data(), m, k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+          x86::float_gemm_avx512_bf16(a.data(), m, panels, alpha, bias.data(), got.data());
         } else {
-          // bf16 panels read k-pairs: pad x to 2·steps columns (odd k).
-          const int64_t cols = type == x86::GemmType::bf16 ? 2 * panels.steps : s.k;
-          std::vector<float> a(static_cast<size_t>(m * cols));
-          prepare_f32(x.data(), m, s.k, cols, x86::ActPrep::none, 1.0f, a.data());
-          gemm_f32(a.data(), cols, m, panels, alpha, bias.data(), got.data());
+          gemm_f32(x.data(), k, m, panels, alpha, bias.data(), got.data());
         }
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < s.n; ++c) {
             double mag = 0;
-            for (int64_t i = 0; i < s.k; ++i) mag += std::fabs(double(x[r * s.k + i]) * w[c * s.k + i]);
+            for (int64_t i = 0; i < k; ++i) mag += std::fabs(double(x[r * k + i]) * sw.value[c * k + i]);
             const double expect = double(want[r * s.n + c]) * alpha + bias[c];
-            const double tol = (2.0 * s.k + 4) * 0x1p-24 * (mag * alpha + std::fabs(bias[c])) + 1e-30;
-            ASSERT_NEAR(got[r * s.n + c], expect, tol) << "m=" << m << " n=" << s.n << " k=" << s.k;
+            const double tol = (2.0 * k + 4) * 0x1p-24 * (mag * alpha + std::fabs(bias[c])) + 1e-30;
+            ASSERT_NEAR(got[r * s.n + c], expect, tol) << type_name(type) << " m=" << m << " n=" << s.n << " k=" << k;
           }
       }
     }
   }
 }
 
-// The FMA cores (avx2, avx512_fma) over bf16 panels are the reference's FMA
-// chain in k order. With products exact in f32 -- FP8 activations (e4m3·e4m3)
-// or bf16-rounded x (bf16·bf16, the full-precision layers on avx512) -- that
-// is the reference's `acc += a·w` bit for bit: zero tolerance. Shapes cross
-// the K chunk (600 > 2·256), odd K (zero-padded pair), N and M remainders.
+// The FMA cores (avx2, avx512_fma) are the reference's FMA chain in k order.
+// With products exact in f32 -- FP8 activations against FP8 weights, or bf16
+// x against bf16 weights -- that is the reference's `acc += a·w` bit for bit:
+// zero tolerance, whatever the panel type decodes from. Shapes cross the K
+// chunk (600 > 2·256), odd K, N and M remainders.
 TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
   if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps); covered by the bound above";
   struct Shape { int64_t n, k; };
+  using T = x86::PanelType;
   for (Shape s : {Shape{37, 600}, Shape{50, 3}, Shape{100, 17}, Shape{16, 64}, Shape{49, 1031}}) {
-    for (int variant = 0; variant < 3; ++variant) {  // e4m3 x, e5m2 x, bf16 x
-      std::vector<float> w = random_floats(static_cast<size_t>(s.n * s.k), 5 + s.k, 0.1f);
-      for (float& v : w)
-        v = variant == 2 ? round_to(DType::BF16, v)
-                         : e4m3_to_f32(f32_to_e4m3(std::clamp(v * 100.0f, -448.0f, 448.0f)));
-      if (variant == 1)
-        for (float& v : w) v = e5m2_to_f32(f32_to_e5m2(v));
-      const x86::FloatPanels panels = x86::pack_panels(w.data(), s.n, s.k, x86::GemmType::bf16);
-      const int64_t cols = 2 * panels.steps;
+    for (T type : {T::e4m3, T::e5m2, T::bf16, T::mxfp8}) {
+      const StoredWeight sw = stored_weight(type, s.n, s.k, 5 + s.k);
+      const int64_t k = sw.k;
+      const x86::FloatPanels panels = sw.pack(false);
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 8, 0.5f);
-      const x86::ActPrep prep =
-          variant == 0 ? x86::ActPrep::e4m3 : variant == 1 ? x86::ActPrep::e5m2 : x86::ActPrep::none;
+      const x86::ActPrep prep = type == T::e4m3   ? x86::ActPrep::e4m3
+                                : type == T::e5m2 ? x86::ActPrep::e5m2
+                                : type == T::mxfp8 ? x86::ActPrep::mxfp8
+                                                   : x86::ActPrep::none;
       for (int64_t m : kRows) {
-        std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 6 + m, 3.0f);
-        if (variant == 2)
+        std::vector<float> x = random_floats(static_cast<size_t>(m * k), 6 + m, 3.0f);
+        if (type == T::bf16)
           for (float& v : x) v = round_to(DType::BF16, v);
-        std::vector<float> a(static_cast<size_t>(m * cols)), want(static_cast<size_t>(m * s.n)), got(want.size());
-        prepare_f32(x.data(), m, s.k, cols, prep, 1.0f, a.data());
-        const float* b = variant == 1 ? bias.data() : nullptr;
+        std::vector<float> a(static_cast<size_t>(m * k)), want(static_cast<size_t>(m * s.n)), got(want.size());
+        prepare_f32(x.data(), m, k, k, prep, 1.0f, a.data());
+        const float* b = type == T::e5m2 ? bias.data() : nullptr;
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < s.n; ++c) {
             float acc = 0.0f;
-            for (int64_t i = 0; i < s.k; ++i) acc += a[r * cols + i] * w[c * s.k + i];
+            for (int64_t i = 0; i < k; ++i) acc += a[r * k + i] * sw.value[c * k + i];
             const float out = acc * 0.5f;
             want[r * s.n + c] = b ? out + b[c] : out;
           }
-        gemm_f32(a.data(), cols, m, panels, 0.5f, b, got.data());
-        SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant " << variant);
+        gemm_f32(a.data(), k, m, panels, 0.5f, b, got.data());
+        SCOPED_TRACE(::testing::Message() << type_name(type) << " n=" << s.n << " k=" << k << " m=" << m);
         expect_bits_equal(want, got, "fma core");
       }
     }
   }
+}
+
+// In-kernel decoding is exact for every code: 256 columns, column c holding
+// code c at k = 0 (for mxfp8 with the block exponents below, the rest of the
+// 32-block zero), times x = 1 at k = 0: y[c] = 0 + 1·decode(c), which is the
+// reference decoder's value (-0 becomes +0 in any sum, NaN codes give NaN,
+// E5M2 inf codes inf). Also checks alpha and the NaN-column fix on both cores.
+TEST_P(FloatKernels, DecodedWeightsAreExactForEveryCode) {
+  using T = x86::PanelType;
+  for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
+    // Block exponents: 0 (scale 0), 1 (subnormal weights), 120, 127, 200.
+    // Not 254 / 255: weights of 2^127·448 overflow, and the reference's
+    // 0·inf = NaN poisons the whole block. vcvtne2ps2bf16 flushes subnormals,
+    // so the bf16 core skips e = 1.
+    for (uint8_t e : {uint8_t{127}, uint8_t{0}, uint8_t{1}, uint8_t{120}, uint8_t{200}}) {
+      if (type != T::mxfp8 && e != 127) continue;
+      if (avx512() && e == 1) continue;
+      const int64_t n = 256, k = type == T::mxfp8 ? 32 : 1;
+      std::vector<uint8_t> codes(static_cast<size_t>(n * k), 0), scales(static_cast<size_t>(n), e);
+      for (int64_t c = 0; c < n; ++c) codes[c * k] = static_cast<uint8_t>(c);
+      const x86::FloatPanels panels =
+          x86::pack_panels(type, codes.data(), k, n, k, avx512(), type == T::mxfp8 ? scales.data() : nullptr);
+      std::vector<float> x(static_cast<size_t>(k), 0.0f), got(static_cast<size_t>(n), -1.0f);
+      x[0] = 1.0f;
+      for (float alpha : {1.0f, 0.5f}) {
+        if (avx512()) {
+          std::vector<uint32_t> a(static_cast<size_t>(panels.steps));
+          x86::prepare_bf16_avx512(x.data(), 1, k, panels.steps, x86::ActPrep::none, 1.0f, a.data());
+          x86::float_gemm_avx512_bf16(a.data(), 1, panels, alpha, nullptr, got.data());
+        } else {
+          gemm_f32(x.data(), k, 1, panels, alpha, nullptr, got.data());
+        }
+        for (int64_t c = 0; c < n; ++c) {
+          const uint8_t code = static_cast<uint8_t>(c);
+          float w = type == T::e5m2 ? e5m2_to_f32(code) : e4m3_to_f32(code);
+          if (type == T::mxfp8) w *= e8m0_to_f32(e);
+          const float want = (0.0f + 1.0f * w) * alpha;
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got[c])) << type_name(type) << " code " << c << " e " << int(e);
+          } else {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(want))
+                << type_name(type) << " code " << c << " e " << int(e) << " alpha " << alpha << ": want " << want
+                << ", got " << got[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Unquantized 16-bit panels decode every bf16 / f16 bit pattern exactly (f16
+// subnormals, infinities; NaN stays NaN): one k, 65536 columns.
+TEST_P(FloatKernels, SixteenBitPanelsDecodeEveryPattern) {
+  if (!f32_acts()) GTEST_SKIP() << "unquantized panels run the FMA cores";
+  for (x86::PanelType type : {x86::PanelType::bf16, x86::PanelType::f16}) {
+    const int64_t n = 65536;
+    std::vector<uint16_t> bits(static_cast<size_t>(n));
+    for (int64_t c = 0; c < n; ++c) bits[c] = static_cast<uint16_t>(c);
+    const x86::FloatPanels panels = x86::pack_panels(type, bits.data(), 2, n, 1, false);
+    const float x = 1.0f;
+    std::vector<float> got(static_cast<size_t>(n));
+    gemm_f32(&x, 1, 1, panels, 1.0f, nullptr, got.data());
+    for (int64_t c = 0; c < n; ++c) {
+      const float w = type == x86::PanelType::bf16 ? bf16_to_f32(bits[c]) : f16_to_f32(bits[c]);
+      const float want = 0.0f + 1.0f * w;
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[c])) << type_name(type) << " bits " << c;
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(want)) << type_name(type) << " bits " << c;
+      }
+    }
+  }
+}
+
+// Panels hold the stored bytes: 1 per FP8 weight, 2 per bf16 / f16, 4 per
+// f32, 1 + 1/32 per MXFP8 weight (N a multiple of 16: no column padding).
+TEST(KernelsFloat, PanelsKeepTheStoredWidth) {
+  const int64_t n = 64, k = 128;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n * k * 4), 0x11), scales(static_cast<size_t>(n * k / 32), 127);
+  using T = x86::PanelType;
+  EXPECT_EQ(x86::pack_panels(T::e4m3, bytes.data(), k, n, k, false).bytes(), n * k);
+  EXPECT_EQ(x86::pack_panels(T::e5m2, bytes.data(), k, n, k, true).bytes(), n * k);
+  EXPECT_EQ(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k, false).bytes(), 2 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::f16, bytes.data(), 2 * k, n, k, false).bytes(), 2 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::f32, bytes.data(), 4 * k, n, k, false).bytes(), 4 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::mxfp8, bytes.data(), k, n, k, false, scales.data()).bytes(), n * k + n * k / 32);
+  std::vector<uint8_t> e4m3_scales(static_cast<size_t>(n * k / 16), 0x38);
+  EXPECT_EQ(x86::pack_panels(T::nvfp4, bytes.data(), k / 2, n, k, false, e4m3_scales.data()).bytes(),
+            n * k / 2 + n * k / 16);
+  EXPECT_THROW(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k, true), Error);       // pairs: FP8 only
+  EXPECT_THROW(x86::pack_panels(T::mxfp8, bytes.data(), k, n, 48, false, scales.data()), Error);  // K % 32
+  EXPECT_THROW(x86::pack_panels(T::f32, bytes.data(), 4 * k - 1, n, k, false), Error);  // short rows
 }
 
 // The selection point: forcing works both ways, the automatic choice follows

@@ -25,8 +25,9 @@ OnednnMatmul::OnednnMatmul(OnednnType type, int64_t m, int64_t k, int64_t n, int
   using tag = dnnl::memory::format_tag;
   State& s = *state_;
   const bool integer = type == OnednnType::u8s8_f32;
-  const dt a_type = integer ? dt::u8 : dt::bf16;
-  const dt b_type = integer ? dt::s8 : dt::bf16;
+  const bool f32 = type == OnednnType::f32_f32;
+  const dt a_type = integer ? dt::u8 : f32 ? dt::f32 : dt::bf16;
+  const dt b_type = integer ? dt::s8 : f32 ? dt::f32 : dt::bf16;
   dnnl::memory::desc a_md({m, k}, a_type, tag::ab);
   dnnl::memory::desc b_any({k, n}, b_type, tag::any);
   dnnl::memory::desc b_plain({k, n}, b_type, tag::ab);
@@ -41,8 +42,13 @@ OnednnMatmul::OnednnMatmul(OnednnType type, int64_t m, int64_t k, int64_t n, int
   s.weight_bytes = static_cast<double>(pd.weights_desc().get_size());
 
   std::mt19937 rng(7);
-  const size_t elem = integer ? 1 : 2;
+  const size_t elem = integer ? 1 : f32 ? 4 : 2;
   auto fill = [&](dnnl::memory& mem, size_t count, bool is_unsigned) {
+    if (f32) {  // values in [-1, 1)
+      auto* f = static_cast<float*>(mem.get_data_handle());
+      for (size_t i = 0; i < count; ++i) f[i] = static_cast<float>(rng() % 2048) / 1024.0f - 1.0f;
+      return;
+    }
     auto* p = static_cast<uint8_t*>(mem.get_data_handle());
     for (size_t i = 0; i < count * elem; ++i) {
       uint8_t v = static_cast<uint8_t>(rng());

@@ -10,6 +10,7 @@ namespace mixq::bench {
 enum class OnednnType {
   u8s8_f32,    // u8 activations x s8 weights -> f32 with a common output scale
   bf16_f32,    // bf16 x bf16 -> f32
+  f32_f32,     // f32 x f32 -> f32 (the float layer a quantized one replaces)
 };
 
 class OnednnMatmul {

@@ -3,6 +3,7 @@
 // (activation rotation and quantization where the format has them).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "mixq/threads.hpp"
@@ -35,6 +36,10 @@ class Linear {
   virtual void forward(const float* x, int64_t m, float* y) const = 0;
   // Which kernel runs it: "ref", "avx2", "avx512_vnni", ...
   virtual std::string_view kernel_name() const = 0;
+  // Bytes of weight data the Linear holds itself (packed weights, scales,
+  // bias; not the checkpoint's mapped pages), or nullopt for layer kinds that
+  // do not count them yet.
+  virtual std::optional<int64_t> packed_bytes() const { return std::nullopt; }
 
   // Builds the layer's linear through its format record.
   static std::unique_ptr<Linear> create(const Layer& layer, const LinearOptions& options = {});

@@ -47,52 +47,39 @@ bool full_precision(const Layer& layer) {
   return it != layer.params.end() && it->is_boolean() && it->get<bool>();
 }
 
-FloatGemm::FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type,
-                     bool f32_activations)
-    : path_(path), panels_(kernels::x86::pack_panels(w, n, k, type)) {
+FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n,
+                     int64_t k, bool f32_activations, const uint8_t* block_scales)
+    : path_(path) {
+  namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
-  fma_ = path == FastPath::avx512 && (type == kernels::x86::GemmType::f32 || f32_activations ||
-                                      kernels::float_dot() == kernels::FloatDot::fma);
+  const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
+  fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
+  const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
+  panels_ = x86::pack_panels(type, w, row_bytes, n, k, pairs, block_scales);
 }
 
 void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
                     float alpha, const float* bias, float* y) const {
   namespace x86 = kernels::x86;
   const x86::FloatPanels& w = panels_;
-  if (w.type == x86::GemmType::f32) {  // unquantized: x is the operand
-    if (k != w.steps) fail("float gemm: activation has {} columns, the weight {}", k, w.steps);
-    if (path_ == FastPath::avx512)
-      x86::float_gemm_avx512(reinterpret_cast<const uint32_t*>(x), m, w, alpha, bias, y);
-    else
-      x86::float_gemm_avx2(x, k, m, w, alpha, bias, y);
-    return;
-  }
-  if (path_ == FastPath::avx512 && fma_) {
-    const int64_t cols = 2 * w.steps;
-    // Full precision: x itself, f32 (never its bf16 rounding).
-    if (prep == x86::ActPrep::round) prep = x86::ActPrep::none;
-    std::vector<float> a(static_cast<size_t>(m * cols));
-    x86::prepare_f32_avx512(x, m, k, cols, prep, inv_scale, a.data());
-    x86::float_gemm_avx512_fma(a.data(), cols, m, w, alpha, bias, y);
-    return;
-  }
-  if (path_ == FastPath::avx512) {
+  if (path_ == FastPath::avx512 && !fma_) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
     std::vector<uint32_t> a(static_cast<size_t>(m * w.steps));
     x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
-    x86::float_gemm_avx512(a.data(), m, w, alpha, bias, y);
+    x86::float_gemm_avx512_bf16(a.data(), m, w, alpha, bias, y);
     return;
   }
-  const int64_t cols = 2 * w.steps;
+  const bool avx512 = path_ == FastPath::avx512;
+  // Full precision: x itself, f32 (never its bf16 rounding).
   if (prep == x86::ActPrep::round) prep = x86::ActPrep::none;
-  if (prep == x86::ActPrep::none && k == cols) {  // f32 x already has the panel's K
-    x86::float_gemm_avx2(x, k, m, w, alpha, bias, y);
+  if (prep == x86::ActPrep::none && k == w.k) {  // f32 x already has the panel's K
+    (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(x, k, m, w, alpha, bias, y);
     return;
   }
-  std::vector<float> a(static_cast<size_t>(m * cols));
-  x86::prepare_f32_avx2(x, m, k, cols, prep, inv_scale, a.data());
-  x86::float_gemm_avx2(a.data(), cols, m, w, alpha, bias, y);
+  std::vector<float> a(static_cast<size_t>(m * w.k));
+  (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x, m, k, w.k, prep, inv_scale, a.data());
+  (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(a.data(), w.k, m, w, alpha, bias, y);
 }
 
 void FloatLinear::check(const float* x, int64_t m, float* y) const {

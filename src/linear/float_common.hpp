@@ -3,6 +3,7 @@
 // MXFP8): reading a layer's small tensors safely (views may be unaligned) and
 // the common forward checks.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,36 +28,40 @@ const uint8_t* bytes_at_least(const Layer& layer, std::string_view role, int64_t
 bool full_precision(const Layer& layer);
 
 // A float layer's packed weight and its GEMM on the chosen fast path
-// (kernels/x86/float_gemm.hpp). avx512 with bf16 panels runs the `vdpbf16ps`
-// core on bf16 activations or the f32-FMA core over the same panels widened
-// in registers, as kernels::float_dot() says when the layer is created
-// (measured per process: the faster instruction on this core); f32 panels
-// (unquantized) always run the FMA core. avx2 runs its FMA core on f32
-// activations.
+// (kernels/x86/float_gemm.hpp): the weight stays in its stored element type
+// (FP8 codes, E2M1 nibbles, bf16 / f16 / f32) and is decoded in the kernel.
+// avx512 runs FP8 / MXFP8 with quantized activations on the `vdpbf16ps` core
+// or on the f32-FMA core, as kernels::float_dot() says when the layer is
+// created (measured per process: the faster instruction on this core);
+// everything else (unquantized, full precision) runs the FMA core. avx2 runs
+// its FMA core on f32 activations.
 class FloatGemm {
  public:
   FloatGemm() = default;
-  // w [n, k] f32; path avx2 or avx512. `f32_activations` (full-precision
-  // layers, which run with ActPrep::round): x stays f32, so avx512 takes its
-  // FMA core whatever kernels::float_dot() prefers (vdpbf16ps would need x in
-  // bf16, a 2^-9 relative rounding the reference does not make).
-  FloatGemm(FastPath path, const float* w, int64_t n, int64_t k, kernels::x86::GemmType type,
-            bool f32_activations = false);
+  // w: n rows of k elements of `type` as stored, row r at w + r·row_bytes
+  // (block_scales for mxfp8 / nvfp4: see kernels::x86::pack_panels); path
+  // avx2 or avx512. `f32_activations` (full-precision and unquantized
+  // layers): x stays f32, so avx512 takes its FMA core whatever
+  // kernels::float_dot() prefers (vdpbf16ps would need x in bf16, a 2^-9
+  // relative rounding the reference does not make).
+  FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
+            bool f32_activations, const uint8_t* block_scales = nullptr);
   bool ready() const { return path_ != FastPath::none; }
   // "avx512_bf16", "avx512_fma" or "avx2".
   std::string_view name() const {
     return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
   }
-  // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K).
-  // prep `round` marks full-precision layers: x is used as is, in f32, on
-  // both paths (avx512 on its FMA core: see the constructor). f32 panels take
-  // x as is.
+  // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K;
+  // missing columns are zeros). prep `round` marks full-precision layers: x
+  // is used as is, in f32, on every path.
   void run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
            float alpha, const float* bias, float* y) const;
+  // Bytes the packed weight holds.
+  int64_t bytes() const { return panels_.bytes(); }
 
  private:
   FastPath path_ = FastPath::none;
-  bool fma_ = false;  // avx512: the FMA core (bf16 panels widened) instead of vdpbf16ps
+  bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps
   kernels::x86::FloatPanels panels_;
 };
 
@@ -64,11 +69,15 @@ class FloatGemm {
 class FloatLinear : public Linear {
  public:
   std::string_view kernel_name() const override { return kernel_; }
+  std::optional<int64_t> packed_bytes() const override { return held_bytes(); }
 
  protected:
   FloatLinear(const Layer& layer, std::string kernel)
       : Linear(layer.in_features, layer.out_features), prefix_(layer.prefix), kernel_(std::move(kernel)) {}
   void check(const float* x, int64_t m, float* y) const;
+  // The weight bytes this layer holds (packed panels or reference copies,
+  // scales and bias included).
+  virtual int64_t held_bytes() const = 0;
   std::string prefix_;
   std::string kernel_;
 };

@@ -1,15 +1,16 @@
 // FP8 per-tensor layers, float8_e4m3fn and float8_e5m2 (docs/FORMATS.md §3.1,
 // ComfyUI semantics of docs/DISPATCH.md §2.3): the activation is quantized to the
 // weight's FP8 type with input_scale, or with scale 1.0 when the layer has
-// none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The fast paths decode the weight once to
-// bf16 panels (every FP8 value is exact in bf16). On avx512 the measured
-// faster instruction (kernels::float_dot) runs them: "avx512_bf16" produces
-// the quantized activation directly as bf16 values and runs vdpbf16ps with
-// fp32 accumulation; "avx512_fma" (and "avx2") widen the bf16 panels in
-// registers and run f32 FMAs on the f32 quantized activation (exact products,
-// k order: the reference's sums bit for bit). full_precision_matrix_mult:
-// W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply s_w in the epilogue and keep
-// x in f32: avx512 runs its FMA core for these layers, avx2 its only core).
+// none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The weight stays FP8 (1 byte per
+// weight): the fast paths repack the codes into panels and decode them in the
+// kernel (kernels/x86/float_gemm.hpp). On avx512 the measured faster
+// instruction (kernels::float_dot) runs them: "avx512_bf16" produces the
+// quantized activation directly as bf16 values and runs vdpbf16ps with fp32
+// accumulation; "avx512_fma" (and "avx2") run f32 FMAs on the f32 quantized
+// activation (exact products, k order: the reference's sums bit for bit).
+// full_precision_matrix_mult: W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply
+// s_w in the epilogue and keep x in f32: avx512 runs its FMA core for these
+// layers, avx2 its only core; the reference decodes W one row at a time).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/runtime_table.hpp"
@@ -39,15 +40,10 @@ class Fp8Linear final : public FloatLinear {
     input_scale_ = has_input ? input : 1.0f;
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
-    auto decode = dtype_ == DType::F8_E4M3 ? e4m3_to_f32 : e5m2_to_f32;
-    std::vector<float> w(static_cast<size_t>(n * k));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = decode(codes[i]);
     if (const FastPath path = fast_path(options); path != FastPath::none) {
-      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16, full_precision_);
+      const auto type = dtype_ == DType::F8_E4M3 ? kernels::x86::PanelType::e4m3 : kernels::x86::PanelType::e5m2;
+      gemm_ = FloatGemm(path, type, codes, k, n, k, full_precision_);
       kernel_ = gemm_.name();
-    } else if (full_precision_) {
-      for (float& v : w) v *= weight_scale_;  // eager dequantize with T = f32
-      dequantized_ = std::move(w);
     } else {
       codes_.assign(codes, codes + n * k);
     }
@@ -60,7 +56,7 @@ class Fp8Linear final : public FloatLinear {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     if (kernel_ == "ref") {
       if (full_precision_)
-        kernels::ref::linear_f32(x, m, k, dequantized_.data(), n, bias, y);
+        kernels::ref::fp8_linear_full_precision(x, m, k, codes_.data(), n, dtype_, weight_scale_, bias, y);
       else
         kernels::ref::fp8_linear(x, m, k, codes_.data(), n, dtype_, weight_scale_, input_scale_, bias, y);
       return;
@@ -76,7 +72,11 @@ class Fp8Linear final : public FloatLinear {
  private:
   DType dtype_ = DType::F8_E4M3;
   float weight_scale_ = 1.0f, input_scale_ = 1.0f;
-  std::vector<float> bias_, dequantized_;
+  int64_t held_bytes() const override {
+    return gemm_.bytes() + static_cast<int64_t>(codes_.size() + bias_.size() * sizeof(float));
+  }
+
+  std::vector<float> bias_;
   std::vector<uint8_t> codes_;
   bool full_precision_ = false;
   FloatGemm gemm_;

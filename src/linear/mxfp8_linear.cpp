@@ -1,16 +1,16 @@
 // MXFP8 layers (docs/FORMATS.md §3.3): E4M3 codes with E8M0 per-32 block
 // scales (swizzled; row-major [N, K/32] for layers of SGLang's global MXFP8
-// rule, swizzled here once), activations quantized dynamically per 32-block. The fast
-// path folds each power-of-two block scale into the decoded value (e4m3·2^e is
-// exact in bf16 away from the extreme exponents), so the GEMM is a plain bf16
-// GEMM with fp32 accumulation; the reference sums each block exactly first
-// and then scales, so the two differ by fp32 rounding order only.
-// The AVX2 path and avx512's FMA core ("avx512_fma", chosen when
-// kernels::float_dot measures vfmadd231ps faster than vdpbf16ps) run f32 FMAs
-// over the same bf16 panels (widened in registers) and f32 quantized
-// activations.
+// rule, swizzled here once), activations quantized dynamically per 32-block.
+// The weight stays 8-bit: the fast paths repack the codes and the block
+// exponents into panels (kernels/x86/float_gemm.hpp) and the kernel
+// multiplies each decoded code by its power-of-two block scale in registers,
+// so the GEMM is a plain float GEMM with fp32 accumulation; the reference
+// sums each block exactly first and then scales, so the two differ by fp32
+// rounding order only. avx512 runs vdpbf16ps ("avx512_bf16") or f32 FMAs
+// ("avx512_fma") as kernels::float_dot measured; avx2 runs f32 FMAs.
 // full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ with x in
-// f32 (avx512 runs its FMA core for these layers).
+// f32 (avx512 runs its FMA core for these layers; the reference decodes W one
+// row at a time).
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/runtime_table.hpp"
@@ -48,26 +48,19 @@ class Mxfp8Linear final : public FloatLinear {
     }
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
-    const FastPath path = fast_path(options);
-    const bool fast = path != FastPath::none;
-    if (!fast && !full_precision_) {
-      codes_.assign(codes, codes + rows_ * cols_);
-      scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
+    if (const FastPath path = fast_path(options); path != FastPath::none) {
+      // The panels take the block exponents row-major; all cols_ columns are
+      // packed (x is padded to the 32-blocks).
+      std::vector<uint8_t> linear(static_cast<size_t>(n * blocks));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t b = 0; b < blocks; ++b) linear[r * blocks + b] = scales[swizzled_offset(r, b, blocks)];
+      gemm_ = FloatGemm(path, kernels::x86::PanelType::mxfp8, codes, cols_, n, cols_, full_precision_,
+                        linear.data());
+      kernel_ = gemm_.name();
       return;
     }
-    // Decoded W (logical columns; the fast GEMM pads K to the 32-blocks of x).
-    const int64_t kw = fast ? cols_ : k;
-    std::vector<float> w(static_cast<size_t>(n * kw));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < kw; ++c)
-        w[static_cast<size_t>(r * kw + c)] =
-            e4m3_to_f32(codes[r * cols_ + c]) * e8m0_to_f32(scales[swizzled_offset(r, c / 32, blocks)]);
-    if (fast) {
-      gemm_ = FloatGemm(path, w.data(), n, kw, kernels::x86::GemmType::bf16, full_precision_);
-      kernel_ = gemm_.name();
-    } else {
-      dequantized_ = std::move(w);
-    }
+    codes_.assign(codes, codes + rows_ * cols_);
+    scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
   }
 
   void forward(const float* x, int64_t m, float* y) const override {
@@ -76,20 +69,23 @@ class Mxfp8Linear final : public FloatLinear {
     const int64_t n = out_features(), k = in_features();
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     if (kernel_ == "ref") {
-      if (full_precision_) {
-        kernels::ref::linear_f32(x, m, k, dequantized_.data(), n, bias, y);
-      } else {
-        const kernels::ref::Mxfp8Weight w{codes_.data(), rows_, cols_, scales_.data()};
+      const kernels::ref::Mxfp8Weight w{codes_.data(), rows_, cols_, scales_.data()};
+      if (full_precision_)
+        kernels::ref::mxfp8_linear_full_precision(x, m, k, w, n, bias, y);
+      else
         kernels::ref::mxfp8_linear(x, m, k, w, n, bias, y);
-      }
       return;
     }
     gemm_.run(x, m, k, full_precision_ ? ActPrep::round : ActPrep::mxfp8, 1.0f, 1.0f, bias, y);
   }
 
  private:
+  int64_t held_bytes() const override {
+    return gemm_.bytes() + static_cast<int64_t>(codes_.size() + scales_.size() + bias_.size() * sizeof(float));
+  }
+
   int64_t rows_ = 0, cols_ = 0;
-  std::vector<float> bias_, dequantized_;
+  std::vector<float> bias_;
   std::vector<uint8_t> codes_, scales_;
   bool full_precision_ = false;
   FloatGemm gemm_;

@@ -2,8 +2,10 @@
 // quantized to NVFP4 and the fast paths run exact int32 block dots (AVX-512
 // VNNI, or AVX2 with AVX-VNNI / vpmaddubsw; kernels/x86/nvfp4_w4a4.hpp), bit
 // identical to the reference. With full_precision_matrix_mult the weight is
-// dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g); the fast
-// paths keep e2m1·S (exact in bf16) in bf16 panels and apply g in the
+// dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g), decoding
+// one row at a time; the fast paths keep the E2M1 nibbles and E4M3 block
+// scales in float-GEMM panels (kernels/x86/float_gemm.hpp: the stored bytes,
+// 0.5625 per weight), decode e2m1·S in registers and apply g in the
 // epilogue; x stays f32 (avx512 runs its f32-FMA core for these layers, avx2
 // its only core), so they differ from the reference by summation order only.
 #include <optional>
@@ -61,7 +63,7 @@ class Nvfp4Linear final : public FloatLinear {
       else if (w4a4_ == FastPath::avx2) kernel_ = vnni_ ? "avx2_vnni" : "avx2";
       else packed_ = {};
     }
-    if (kernel_ == "ref" && !full_precision_) {
+    if (kernel_ == "ref") {
       codes_.assign(codes, codes + rows_ * row_bytes_);
       scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
     }
@@ -81,10 +83,12 @@ class Nvfp4Linear final : public FloatLinear {
           for (int64_t i = 0; i < k; ++i) scaled[r * k + i] *= pqs[i];
         x = scaled.data();
       }
-      if (kernel_ == "ref")
-        kernels::ref::linear_f32(x, m, k, dequantized_.data(), n, bias, y);
-      else
+      if (kernel_ == "ref") {
+        const kernels::ref::Nvfp4Weight w{codes_.data(), rows_, row_bytes_, scales_.data(), global_};
+        kernels::ref::nvfp4_linear_full_precision(x, m, k, w, n, bias, y);
+      } else {
         gemm_.run(x, m, k, kernels::x86::ActPrep::round, 1.0f, global_, bias, y);
+      }
       return;
     }
     if (kernel_ == "ref") {
@@ -103,25 +107,22 @@ class Nvfp4Linear final : public FloatLinear {
   }
 
  private:
-  // W = e2m1·(S·g) for the reference (§3.2 decode with T = f32); e2m1·S
-  // (exact in bf16) packed for the fast path.
+  // The fast full-precision path: E2M1 nibbles and row-major block scales in
+  // panels of K padded to the 16-blocks (x gets zero columns there).
   void build_full_precision(const uint8_t* codes, const uint8_t* scales, int64_t blocks, FastPath path) {
-    const bool fast = path != FastPath::none;
-    const int64_t n = out_features(), k = in_features();
-    std::vector<float> w(static_cast<size_t>(n * k));
+    if (path == FastPath::none) return;
+    const int64_t n = out_features(), kp = (in_features() + 15) / 16 * 16;
+    std::vector<uint8_t> linear(static_cast<size_t>(n * (kp / 16)));
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) {
-        const uint8_t byte = codes[r * row_bytes_ + c / 2];
-        const float v = e2m1_to_f32(c % 2 == 0 ? byte >> 4 : byte & 0x0F);
-        const float s = e4m3_to_f32(scales[swizzled_offset(r, c / 16, blocks)]);
-        w[static_cast<size_t>(r * k + c)] = fast ? v * s : v * (global_ * s);
-      }
-    if (fast) {
-      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::bf16, /*f32_activations=*/true);
-      kernel_ = gemm_.name();
-    } else {
-      dequantized_ = std::move(w);
-    }
+      for (int64_t b = 0; b < kp / 16; ++b) linear[r * (kp / 16) + b] = scales[swizzled_offset(r, b, blocks)];
+    gemm_ = FloatGemm(path, kernels::x86::PanelType::nvfp4, codes, row_bytes_, n, kp, /*f32_activations=*/true,
+                      linear.data());
+    kernel_ = gemm_.name();
+  }
+
+  int64_t held_bytes() const override {
+    return gemm_.bytes() + static_cast<int64_t>(packed_.data.size() + codes_.size() + scales_.size() +
+                                                (bias_.size() + pre_quant_scale_.size()) * sizeof(float));
   }
 
   int64_t rows_ = 0, row_bytes_ = 0;
@@ -130,7 +131,6 @@ class Nvfp4Linear final : public FloatLinear {
   std::vector<float> pre_quant_scale_, bias_;
   bool full_precision_ = false;
   std::vector<uint8_t> codes_, scales_;  // reference copies
-  std::vector<float> dequantized_;       // reference full precision
   kernels::x86::Nvfp4Packed packed_;
   FastPath w4a4_ = FastPath::none;  // which W4A4 kernel runs packed_
   bool vnni_ = false;               // AVX2 kernel: AVX-VNNI block dots

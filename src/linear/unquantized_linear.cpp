@@ -1,7 +1,9 @@
-// Layers without a marker: F32, F16, BF16 or F64 weights, f32 math. The weight
-// is converted to f32 once; the fast paths pack it into f32 panels for the
-// AVX-512 or AVX2 FMA GEMM (kernels/x86/float_gemm.hpp), the reference loops
-// in k order.
+// Layers without a marker: F32, F16, BF16 or F64 weights, f32 math. The
+// weight keeps its stored width: the fast paths pack BF16 / F16 weights into
+// 16-bit panels (widened to f32 in registers) and F32 into f32 panels for the
+// AVX-512 or AVX2 FMA GEMM (kernels/x86/float_gemm.hpp); F64 becomes f32
+// panels (what to_f32 gives, half the file's bytes). The reference keeps the
+// stored bytes and decodes one weight row at a time, looping in k order.
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "linear/runtime_table.hpp"
@@ -23,13 +25,23 @@ class UnquantizedLinear final : public FloatLinear {
     if (static_cast<int64_t>(weight.data.size()) != n * k * static_cast<int64_t>(dtype_size(weight.dtype)))
       fail("layer '{}': weight '{}' holds {} bytes, expected {}", layer.prefix, weight.name,
            weight.data.size(), n * k * static_cast<int64_t>(dtype_size(weight.dtype)));
-    std::vector<float> w = to_f32(weight);
     bias_ = bias_f32(layer, n);
+    const auto* stored = reinterpret_cast<const uint8_t*>(weight.data.data());
     if (const FastPath path = fast_path(options); path != FastPath::none) {
-      gemm_ = FloatGemm(path, w.data(), n, k, kernels::x86::GemmType::f32);
+      namespace x86 = kernels::x86;
+      if (weight.dtype == DType::F64) {
+        const std::vector<float> w = to_f32(weight);
+        gemm_ = FloatGemm(path, x86::PanelType::f32, w.data(), k * 4, n, k, true);
+      } else {
+        const x86::PanelType type = weight.dtype == DType::BF16 ? x86::PanelType::bf16
+                                    : weight.dtype == DType::F16 ? x86::PanelType::f16
+                                                                 : x86::PanelType::f32;
+        gemm_ = FloatGemm(path, type, stored, k * static_cast<int64_t>(dtype_size(weight.dtype)), n, k, true);
+      }
       kernel_ = gemm_.name();
     } else {
-      weight_ = std::move(w);
+      dtype_ = weight.dtype;
+      stored_.assign(stored, stored + weight.data.size());
     }
   }
 
@@ -38,14 +50,20 @@ class UnquantizedLinear final : public FloatLinear {
     if (m == 0) return;
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     if (kernel_ == "ref") {
-      kernels::ref::linear_f32(x, m, in_features(), weight_.data(), out_features(), bias, y);
+      kernels::ref::linear_stored(x, m, in_features(), stored_.data(), dtype_, out_features(), bias, y);
       return;
     }
     gemm_.run(x, m, in_features(), kernels::x86::ActPrep::none, 1.0f, 1.0f, bias, y);
   }
 
  private:
-  std::vector<float> weight_, bias_;
+  int64_t held_bytes() const override {
+    return gemm_.bytes() + static_cast<int64_t>(stored_.size() + bias_.size() * sizeof(float));
+  }
+
+  DType dtype_ = DType::F32;
+  std::vector<uint8_t> stored_;  // reference: the weight as stored
+  std::vector<float> bias_;
   FloatGemm gemm_;
 };
 

@@ -28,7 +28,8 @@ class DenseF32Linear final : public Linear {
         fast_(fast),
         name_(tag + (fast ? ":avx512" : ":ref")) {
     if (fast_) {
-      panels_ = kernels::x86::pack_panels(weight_.data(), out_features(), in_features(), kernels::x86::GemmType::f32);
+      panels_ = kernels::x86::pack_panels(kernels::x86::PanelType::f32, weight_.data(), in_features() * 4,
+                                          out_features(), in_features(), false);
       weight_.clear();
       weight_.shrink_to_fit();
     }
@@ -38,7 +39,7 @@ class DenseF32Linear final : public Linear {
     if (m == 0) return;
     const float* b = bias_.empty() ? nullptr : bias_.data();
     if (fast_)
-      kernels::x86::float_gemm_avx512(reinterpret_cast<const uint32_t*>(x), m, panels_, 1.0f, b, y);
+      kernels::x86::float_gemm_avx512(x, in_features(), m, panels_, 1.0f, b, y);
     else
       kernels::ref::linear_f32(x, m, in_features(), weight_.data(), out_features(), b, y);
   }

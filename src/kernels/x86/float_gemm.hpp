@@ -1,84 +1,99 @@
 #pragma once
-// Dense GEMM cores for the float family on x86: y = alpha·(A·Bᵀ) + bias with
-// fp32 accumulation, for
-//  - bf16 operands (`vdpbf16ps`): FP8, MXFP8 and full-precision NVFP4 weights
-//    decode exactly to bf16 (E4M3, E5M2, E2M1×E4M3, E4M3×2^e all fit), and
-//    quantized FP8/MXFP8 activations do too;
-//  - f32 operands (`vfmadd231ps`): unquantized layers (f32 math).
+// Dense GEMM cores for the float family on x86: y = alpha·(A·Wᵀ) + bias with
+// fp32 accumulation. The weight stays in the element type it was stored in
+// (PanelType), repacked once into panels of 16 output columns, and is decoded
+// to f32 (or bf16) in registers inside the kernel:
+//  - f32, bf16, f16: unquantized layers (4 or 2 bytes per weight, as stored);
+//  - e4m3, e5m2: FP8 codes (1 byte per weight);
+//  - mxfp8: E4M3 codes plus the E8M0 scale of each 32-block of k (16 bytes per
+//    panel and block), multiplied into the decoded value;
+//  - nvfp4: E2M1 nibbles (half a byte per weight) plus the E4M3 scale of each
+//    16-block of k, likewise (full-precision NVFP4 layers).
+// The kernels are written once (float_gemm_impl.hpp) over simd_traits.hpp and
+// compiled per target by float_gemm.avx2.cpp and float_gemm.avx512.cpp.
 //
-// Weights are repacked once at Linear creation into panels of 16 output
-// columns: per panel, one 64-byte row per "step" (a k-pair of bf16 as [16][2],
-// or one k of f32 as [16]). Why: the kernel keeps 16 columns in the lanes of a
-// zmm and broadcasts 4 bytes of the activation (vpbroadcastd-able), so a panel
-// row is exactly one aligned load. Decoding FP8 codes once into bf16 costs 2
-// bytes per weight instead of 1; the formats that must stream at the memory
-// limit (NVFP4) use their own nibble kernel instead.
+// Layout: per panel, one row per step of 16 elements (one per column), the
+// rows of a panel contiguous. A step is one k, except for `pairs` panels (the
+// AVX-512 `vdpbf16ps` core): a step is a k-pair and its row holds the 16
+// columns' [k, k+1] elements side by side. Why: the kernel keeps the 16 columns
+// in the lanes of one zmm (two ymm) and broadcasts the activation, so a panel
+// row is one 16-byte (FP8) load.
 //
-// The AVX2 core (float_gemm.avx2.cpp) reads the same panels as two ymm per
-// row and widens bf16 to f32 in registers (no bf16 dot on AVX2); its
-// activations are f32. The AVX-512 FMA core (float_gemm_avx512_fma) does the
-// same with zmm: on cores where `vfmadd231ps` out-runs `vdpbf16ps` (measured,
-// kernels::float_dot() in kernels/calibrate.hpp) the bf16 panels run there.
+// Decoding is exact: an FP8 code becomes an f16 bit pattern (E5M2 is the top
+// byte of an f16; E4M3 goes to sign | code << 7, which is the E4M3 value times
+// 2^-8, subnormals included) and `vcvtph2ps` widens that exactly. The 2^-8 of
+// E4M3 (and MXFP8) is given back in alpha: every product and partial sum is
+// scaled by exactly 2^-8 (they stay far from the f32 subnormal range: products
+// of FP8 values are multiples of 2^-26), so y is the same float bit for bit.
+// E4M3 NaN codes (0x7F, 0xFF) have no f16 image this way: the packer lists the
+// columns that hold one and the kernel sets those outputs to NaN, which is
+// what any sum with a NaN term is.
 #include <cstdint>
 #include <vector>
 
 namespace mixq::kernels::x86 {
 
-enum class GemmType { bf16, f32 };
+enum class PanelType : uint8_t { f32, bf16, f16, e4m3, e5m2, mxfp8, nvfp4 };
 
 struct FloatPanels {
-  GemmType type = GemmType::bf16;
+  PanelType type = PanelType::f32;
+  bool pairs = false;  // steps are k-pairs (the vdpbf16ps core; FP8 kinds only)
   int64_t n = 0;       // logical output columns
-  int64_t k = 0;       // logical input features
-  int64_t steps = 0;   // bf16: ceil(k/2) k-pairs; f32: k
+  int64_t k = 0;       // input features (mxfp8: a multiple of 32, nvfp4: of 16)
+  int64_t steps = 0;   // pairs: ceil(k/2); else k
   int64_t panels = 0;  // ceil(n / 16)
-  std::vector<uint32_t> data;  // panels · steps · 16 words (64 B rows)
+  int64_t blocks = 0;  // mxfp8: k / 32; nvfp4: k / 16
+  std::vector<uint8_t> data;    // panels · steps · row_bytes()
+  std::vector<uint8_t> scales;  // mxfp8 / nvfp4: panels · blocks · 16 scale bytes
+  std::vector<int64_t> nan_columns;  // columns holding an E4M3 NaN code (weight or block scale)
+
+  // Bytes of one panel row: 16 elements (32 for pairs).
+  int64_t row_bytes() const;
+  // What the panels hold in memory (data, scales, NaN list).
+  int64_t bytes() const {
+    return static_cast<int64_t>(data.size() + scales.size() + nan_columns.size() * sizeof(int64_t));
+  }
 };
 
-// w: [n, k] f32 row-major. bf16 packing rounds to nearest even (exact for the
-// decoded quantized formats).
-FloatPanels pack_panels(const float* w, int64_t n, int64_t k, GemmType type);
+// Packs a weight of n rows × k elements of `type` as stored (row r starts at
+// w + r·row_bytes; little-endian bf16 / f16 / f32; nvfp4: two E2M1 codes per
+// byte, the high nibble the even element). mxfp8 / nvfp4: `block_scales` is
+// the scale byte of (row, block) row-major [n, k/32] E8M0 / [n, k/16] E4M3
+// (k a multiple of the block). `pairs` only for e4m3 / e5m2 / mxfp8.
+FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+                        const uint8_t* block_scales = nullptr);
 
-// a: [m, steps] 32-bit words (bf16: pairs [k, k+1] with zero padding; f32: x
-// itself). y [m, n] = alpha·(a·wᵀ) + bias (bias may be null).
-void float_gemm_avx512(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
-                       const float* bias, float* y);
-
-// AVX-512 f32-FMA core over bf16 panels (bf16 widened in registers: even k =
-// word << 16, odd k = word & 0xFFFF0000). a is f32 [m, lda], lda >= 2·steps
-// (pad odd k with a zero column). Every output is the FMA chain in k order
-// (a[k]·w[k] added one k at a time), so with products exact in f32 (bf16 or
-// FP8 activations) it equals the reference's sum bit for bit.
-// y [m, n] = alpha·(a·wᵀ) + bias (bias may be null; mul, then add).
-void float_gemm_avx512_fma(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
-                           const float* bias, float* y);
-
-// Activation preparation into bf16 pairs [m, steps] (steps = ceil(k_out/2),
-// columns past k zero):
-//  - round: RNE of x to bf16 (full-precision layers);
-//  - e4m3 / e5m2: the FP8 value of clamp(x·inv_scale, ±max), RNE (§3.1);
-//  - mxfp8: per 32-block dynamic MXFP8 (§3.3), value·2^(e-127).
-//  - none: x unchanged (AVX2 only: its full-precision layers stay in f32).
-enum class ActPrep { round, e4m3, e5m2, mxfp8, none };
-void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep,
-                         float inv_scale, uint32_t* out);
-
-// The same preparation into f32 [m, cols] (cols >= k, zeros past k; mxfp8
-// needs cols % 32 == 0) for float_gemm_avx512_fma: `round` gives the bf16
-// value of x (kept in f32), none x itself, e4m3/e5m2/mxfp8 the quantized values.
-void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
-                        float* out);
-
-// AVX2 + FMA core: a is f32 [m, lda]; bf16 panels read a[2s] and a[2s+1] for
-// every step s (lda >= 2·steps, so pad odd k with a zero column), f32 panels
-// a[s] (lda >= steps). y [m, n] = alpha·(a·wᵀ) + bias (bias may be null).
+// FMA cores: a is f32 [m, lda] (lda >= w.k; non-pairs panels). Every output is
+// the FMA chain in k order (a[k]·w[k] added one k at a time), so with products
+// exact in f32 (FP8 activations against FP8 weights) it equals the
+// reference's `acc += a·w` bit for bit. y [m, n] = alpha·(a·wᵀ) + bias (bias
+// may be null; mul, then add).
 void float_gemm_avx2(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
                      const float* bias, float* y);
+void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
+                       const float* bias, float* y);
 
-// AVX2 activation preparation into f32 [m, cols] (cols >= k, zeros past k):
-// none, e4m3, e5m2 or mxfp8 (cols a multiple of 32) with exactly the
-// reference quantizer's values; `round` is refused (the AVX2 GEMM is f32).
+// AVX-512 `vdpbf16ps` core over `pairs` panels (the codes widened to bf16 in
+// registers, exact): a is bf16 pairs [m, w.steps] (pairs [k, k+1], zero
+// padding). y as above.
+void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
+                            const float* bias, float* y);
+
+// Activation preparation:
+//  - round: RNE of x to bf16 (AVX-512 only);
+//  - e4m3 / e5m2: the FP8 value of clamp(x·inv_scale, ±max), RNE (docs/FORMATS.md §3.1);
+//  - mxfp8: per 32-block dynamic MXFP8 (§3.3), value·2^(e-127);
+//  - none: x unchanged.
+enum class ActPrep { round, e4m3, e5m2, mxfp8, none };
+
+// Into f32 [m, cols] (cols >= k, zeros past k; mxfp8 needs cols % 32 == 0).
+// AVX2 refuses `round`.
 void prepare_f32_avx2(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
                       float* out);
+void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
+                        float* out);
+// Into bf16 pairs [m, steps] (steps = ceil(cols/2), columns past k zero).
+void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep, float inv_scale,
+                         uint32_t* out);
 
 }  // namespace mixq::kernels::x86

@@ -1,0 +1,531 @@
+#pragma once
+// The float GEMM cores and activation preparation (layout and decoding:
+// float_gemm.hpp) over a vector type V (simd_traits.hpp), compiled once per
+// target by float_gemm.avx2.cpp and float_gemm.avx512.cpp on the same panels.
+// A 16-column panel row is 16 / kLanes vectors (one zmm or two ymm).
+//
+// Cores:
+//  - fma: any panel type, f32 activations; each panel row is decoded to f32 in
+//    registers (FloatIo) and `vfmadd231ps` adds one k at a time, so every
+//    output is the FMA chain in k order;
+//  - dot (AVX-512 only): k-pair FP8 panels widened to bf16 in registers and
+//    `vdpbf16ps` against bf16 activation pairs.
+//
+// Blocking: a thread owns a contiguous range of panels. K is walked in chunks
+// of kStepChunk steps (a panel chunk stays in L1/L2), rows in chunks of
+// kRowChunk (their activations stay in L2), and the register tile is MR rows ×
+// J panels (FloatTile, per target). Rows left over at the end of a chunk run
+// smaller tiles, each with its own J (M = 1 still walks several panels side
+// by side: independent FMA chains and read streams). Partial sums of earlier
+// K chunks live in y, so every output accumulates in k order; alpha and bias
+// are applied once after the last chunk (mul, then add, as the reference:
+// see rounded()). MXFP8 multiplies each decoded row by its columns' block
+// scales, NVFP4 by its E4M3 block scales (kept in a small buffer per block,
+// read as memory operands).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/simd_traits.hpp"
+#include "mixq/error.hpp"
+#include "util/parallel.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// 8 bytes of NVFP4 panel row (column 2i in the low nibble of byte i, 2i+1 in
+// the high one) as 16 bytes in column order, each the high byte of the E2M1
+// value's f16 (the low byte is zero for all of them: 0, 0.5, 1, 1.5, 2, 3, 4,
+// 6 and their negatives), so it decodes as an E5M2 code does.
+inline __m128i e2m1_f16_high(const uint8_t* p) {
+  const __m128i table = _mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, static_cast<char>(0x80),
+                                      static_cast<char>(0xB8), static_cast<char>(0xBC), static_cast<char>(0xBE),
+                                      static_cast<char>(0xC0), static_cast<char>(0xC2), static_cast<char>(0xC4),
+                                      static_cast<char>(0xC6));
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m128i idx = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
+  return _mm_shuffle_epi8(table, idx);
+}
+
+// Per-target panel-row loads and decodes (16 elements -> kVP f32 vectors),
+// and what only one target has.
+template <class V>
+struct FloatIo;
+
+#if defined(__AVX2__)
+template <>
+struct FloatIo<Avx2> {
+  using F = __m256;
+  static __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+  static void f32(const uint8_t* p, F* out) {
+    out[0] = _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    out[1] = _mm256_loadu_ps(reinterpret_cast<const float*>(p) + 8);
+  }
+  static void bf16(const uint8_t* p, F* out) {  // bf16 = the high half of an f32
+    out[0] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load16(p)), 16));
+    out[1] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load16(p + 16)), 16));
+  }
+  static void f16(const uint8_t* p, F* out) {
+    out[0] = _mm256_cvtph_ps(load16(p));
+    out[1] = _mm256_cvtph_ps(load16(p + 16));
+  }
+  // 16 FP8 codes: sign-extended to 16 bits, then E5M2 << 8 is its f16; E4M3
+  // << 7 with bit 14 (a copy of the sign) cleared is its value·2^-8 as f16.
+  template <bool E4m3>
+  static void fp8(const uint8_t* p, F* out) { fp8_bytes<E4m3>(load16(p), out); }
+  template <bool E4m3>
+  static void fp8_bytes(__m128i codes, F* out) {
+    __m256i h = _mm256_cvtepi8_epi16(codes);
+    if constexpr (E4m3)
+      h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+    else
+      h = _mm256_slli_epi16(h, 8);
+    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  }
+  // 16 E8M0 bytes as f32: the byte is the exponent field (0 -> 0.0, 255 ->
+  // inf, as e8m0_to_f32).
+  static void e8m0(const uint8_t* p, F* out) {
+    for (int h = 0; h < 2; ++h)
+      out[h] = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h))), 23));
+  }
+};
+#endif  // __AVX2__
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <>
+struct FloatIo<Avx512> {
+  using F = __m512;
+  static void f32(const uint8_t* p, F* out) { out[0] = _mm512_loadu_ps(p); }
+  static void bf16(const uint8_t* p, F* out) {
+    out[0] = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  }
+  static void f16(const uint8_t* p, F* out) {
+    out[0] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  template <bool E4m3>
+  static void fp8(const uint8_t* p, F* out) { fp8_bytes<E4m3>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), out); }
+  template <bool E4m3>
+  static void fp8_bytes(__m128i codes, F* out) {  // as FloatIo<Avx2>::fp8_bytes
+    __m256i h = _mm256_cvtepi8_epi16(codes);
+    if constexpr (E4m3)
+      h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+    else
+      h = _mm256_slli_epi16(h, 8);
+    out[0] = _mm512_cvtph_ps(h);
+  }
+  static void e8m0(const uint8_t* p, F* out) {
+    out[0] = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 23));
+  }
+  // A k-pair row (32 codes, column-major pairs) as 32 bf16: decoded as above
+  // into two f32 vectors (columns 0-7 and 8-15, each [k, k+1] per column),
+  // optionally times 32 scales, then vcvtne2ps2bf16 (exact: the values have
+  // at most 4 significant bits and are far from the bf16 subnormals).
+  template <bool E4m3>
+  static __m512i fp8_pairs(const uint8_t* p, const float* scale) {
+    __m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    if constexpr (E4m3)
+      h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+    else
+      h = _mm512_slli_epi16(h, 8);
+    __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+    if (scale) {
+      lo = _mm512_mul_ps(lo, _mm512_loadu_ps(scale));
+      hi = _mm512_mul_ps(hi, _mm512_loadu_ps(scale + 16));
+    }
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  }
+  static __m512 dot(__m512 acc, const uint32_t* a, __m512i w) {
+    uint32_t word;  // one bf16 pair of the activation, broadcast
+    std::memcpy(&word, a, 4);
+    return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(word)), (__m512bh)w);
+  }
+  // RNE of x to bf16, the value kept in f32 (as vcvtne2ps2bf16 rounds).
+  static __m512 bf16_value(__m512 v) {
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  // Stores 32 f32 (lo: k0..k0+15, hi: k0+16..k0+31) as 16 bf16 pairs.
+  static void store_pairs(uint32_t* dst, int64_t pairs, __m512 lo, __m512 hi) {
+    const __m512i packed = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    _mm512_mask_storeu_epi32(dst, Avx512::mask(pairs), packed);
+    if (pairs > 16)
+      _mm512_mask_storeu_epi32(dst + 16, Avx512::mask(pairs - 16), _mm512_shuffle_i64x2(packed, packed, 0xEE));
+  }
+};
+#pragma GCC diagnostic pop
+#endif  // __AVX512F__
+
+// Register tiles per target: MR rows for full tiles, J panels for an MR-row
+// tile (<= 12 ymm / 24 zmm accumulators), whether an MR-row tile is compiled
+// (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop, so 5 rows run as
+// 4 + 1), the threads' panel grain, and the K / row chunks.
+template <int Lanes>
+struct FloatTile;
+template <>
+struct FloatTile<8> {
+  static constexpr int kMR = 6;
+  static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : 1; }
+  static constexpr bool tile_ok(int mr) { return mr != 5; }
+  static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
+  static constexpr int64_t kStepChunk = 256;
+  static constexpr int64_t kRowChunk = 128;
+};
+template <>
+struct FloatTile<16> {
+  static constexpr int kMR = 8;
+  static constexpr int panels_for(int) { return 3; }
+  static constexpr bool tile_ok(int) { return true; }
+  static constexpr int64_t kGrain = 3;
+  static constexpr int64_t kStepChunk = 256;
+  static constexpr int64_t kRowChunk = 128;
+};
+
+enum class Core { fma, dot };
+
+struct Job {
+  const void* a;  // fma: float; dot: uint32_t bf16 pairs
+  int64_t lda;    // values per activation row
+  const FloatPanels* w;
+  float alpha;
+  const float* bias;
+  float* y;
+};
+
+// One panel row of type T at p as kVP f32 vectors.
+template <class V, PanelType T>
+inline void decode_row(const uint8_t* p, typename V::F* out) {
+  using Io = FloatIo<V>;
+  if constexpr (T == PanelType::f32) Io::f32(p, out);
+  else if constexpr (T == PanelType::bf16) Io::bf16(p, out);
+  else if constexpr (T == PanelType::f16) Io::f16(p, out);
+  else if constexpr (T == PanelType::nvfp4) Io::template fp8_bytes<false>(e2m1_f16_high(p), out);
+  else Io::template fp8<T != PanelType::e5m2>(p, out);
+}
+
+// Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
+template <class V, Core C, PanelType T, int MR, int J>
+void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  constexpr int VP = 16 / L;  // vectors per panel row
+  constexpr int NV = J * VP;  // accumulators per row
+  // Block-scaled types: MXFP8 (E8M0 per 32 k) and NVFP4 (E4M3 per 16 k).
+  constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
+  const FloatPanels& w = *job.w;
+  const int64_t n = w.n, lda = job.lda, row = w.row_bytes();
+  F acc[MR][NV];
+  typename V::M mask[NV];
+  MIXQ_UNROLL
+  for (int h = 0; h < NV; ++h) mask[h] = V::mask(n - p * 16 - h * L);
+  MIXQ_UNROLL
+  for (int i = 0; i < MR; ++i)
+    MIXQ_UNROLL
+    for (int h = 0; h < NV; ++h)
+      acc[i][h] = first ? V::zero() : V::loadz(mask[h], job.y + (m0 + i) * n + p * 16 + h * L);
+  const uint8_t* b[J];
+  MIXQ_UNROLL
+  for (int j = 0; j < J; ++j) b[j] = w.data.data() + (p + j) * w.steps * row;
+  // MXFP8: the block scales of the current 32-block, per column (dot: per
+  // element of a k-pair row).
+  [[maybe_unused]] alignas(64) float sc[kMx ? J * 16 * (C == Core::dot ? 2 : 1) : 1];
+  constexpr int64_t kBlockK = T == PanelType::nvfp4 ? 16 : 32;
+  constexpr int64_t kBlockSteps = C == Core::dot ? kBlockK / 2 : kBlockK;
+  for (int64_t sb = s0; sb < s1;) {
+    int64_t se = s1;
+    if constexpr (kMx) {
+      const int64_t blk = sb / kBlockSteps;
+      se = std::min(s1, (blk + 1) * kBlockSteps);
+      for (int j = 0; j < J; ++j) {
+        const uint8_t* e = w.scales.data() + ((p + j) * w.blocks + blk) * 16;
+        if constexpr (C == Core::dot) {
+          for (int c = 0; c < 16; ++c)
+            sc[j * 32 + 2 * c] = sc[j * 32 + 2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+        } else {
+          F sv[VP];
+          if constexpr (T == PanelType::nvfp4) FloatIo<V>::template fp8<true>(e, sv);  // S·2^-8
+          else FloatIo<V>::e8m0(e, sv);
+          for (int h = 0; h < VP; ++h) V::store(sc + j * 16 + h * L, sv[h]);
+        }
+      }
+    }
+    if constexpr (C == Core::fma) {
+      const float* a = static_cast<const float*>(job.a) + m0 * lda;
+      for (int64_t s = sb; s < se; ++s) {
+        // Register use decides the order: weights first needs NV vectors
+        // next to the accumulators, rows first MR (each row's broadcast kept).
+        if constexpr (NV <= MR) {
+          F wv[NV];
+          MIXQ_UNROLL
+          for (int j = 0; j < J; ++j) decode_row<V, T>(b[j] + s * row, wv + j * VP);
+          if constexpr (kMx) {
+            MIXQ_UNROLL
+            for (int h = 0; h < NV; ++h) wv[h] = V::mul(wv[h], V::load(sc + h * L));
+          }
+          MIXQ_UNROLL
+          for (int i = 0; i < MR; ++i) {
+            const F av = V::set1(a[i * lda + s]);
+            MIXQ_UNROLL
+            for (int h = 0; h < NV; ++h) acc[i][h] = V::fmadd(av, wv[h], acc[i][h]);
+          }
+        } else {
+          F av[MR];
+          MIXQ_UNROLL
+          for (int i = 0; i < MR; ++i) av[i] = V::set1(a[i * lda + s]);
+          MIXQ_UNROLL
+          for (int j = 0; j < J; ++j) {
+            F wv[VP];
+            decode_row<V, T>(b[j] + s * row, wv);
+            MIXQ_UNROLL
+            for (int q = 0; q < VP; ++q) {
+              if constexpr (kMx) wv[q] = V::mul(wv[q], V::load(sc + (j * VP + q) * L));
+              MIXQ_UNROLL
+              for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::fmadd(av[i], wv[q], acc[i][j * VP + q]);
+            }
+          }
+        }
+      }
+    } else {
+      static_assert(VP == 1, "the vdpbf16ps core is AVX-512's");
+      const uint32_t* a = static_cast<const uint32_t*>(job.a) + m0 * lda;
+      for (int64_t s = sb; s < se; ++s) {
+        __m512i wv[J];
+        MIXQ_UNROLL
+        for (int j = 0; j < J; ++j) {
+          const float* scale = nullptr;
+          if constexpr (kMx) scale = sc + j * 32;
+          wv[j] = FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b[j] + s * row, scale);
+        }
+        MIXQ_UNROLL
+        for (int i = 0; i < MR; ++i)
+          MIXQ_UNROLL
+          for (int j = 0; j < J; ++j) acc[i][j] = FloatIo<V>::dot(acc[i][j], a + i * lda + s, wv[j]);
+      }
+    }
+    sb = se;
+  }
+  const F alpha = V::set1(job.alpha);
+  MIXQ_UNROLL
+  for (int h = 0; h < NV; ++h) {
+    const int64_t n0 = p * 16 + h * L;
+    if (n0 >= n) break;
+    F bias = V::zero();
+    if (last && job.bias) bias = V::loadz(mask[h], job.bias + n0);
+    MIXQ_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      F out = acc[i][h];
+      if (last) {
+        out = rounded(V::mul(out, alpha));
+        if (job.bias) out = V::add(out, bias);
+      }
+      V::store(job.y + (m0 + i) * n + n0, mask[h], out);
+    }
+  }
+}
+
+// `rows` (< the full tile) rows from m0 against panels [p0, p1): the largest
+// compiled tile first, each with its own J.
+template <class V, Core C, PanelType T, int MR>
+void tail_rows(const Job& job, int64_t m0, int64_t rows, int64_t p0, int64_t p1, int64_t s0, int64_t s1,
+               bool first, bool last) {
+  if constexpr (MR >= 1) {
+    using Tile = FloatTile<V::kLanes>;
+    if (rows >= MR && Tile::tile_ok(MR)) {
+      constexpr int J = Tile::panels_for(MR);
+      int64_t p = p0;
+      for (; p + J <= p1; p += J) micro<V, C, T, MR, J>(job, m0, p, s0, s1, first, last);
+      for (; p < p1; ++p) micro<V, C, T, MR, 1>(job, m0, p, s0, s1, first, last);
+      m0 += MR;
+      rows -= MR;
+    }
+    tail_rows<V, C, T, MR - 1>(job, m0, rows, p0, p1, s0, s1, first, last);
+  }
+}
+
+template <class V, Core C, PanelType T>
+void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+  using Tile = FloatTile<V::kLanes>;
+  constexpr int MR = Tile::kMR;
+  constexpr int J = Tile::panels_for(MR);
+  const int64_t steps = job.w->steps;
+  for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tile::kStepChunk) {
+    const int64_t s1 = std::min(steps, s0 + Tile::kStepChunk);
+    const bool first = s0 == 0, last = s1 == steps;
+    for (int64_t mc = 0; mc < m; mc += Tile::kRowChunk) {
+      const int64_t mend = std::min(m, mc + Tile::kRowChunk);
+      const int64_t full = mc + (mend - mc) / MR * MR;
+      int64_t p = p0;
+      for (; p + J <= p1; p += J)
+        for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
+      for (; p < p1; ++p)
+        for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
+      tail_rows<V, C, T, MR - 1>(job, full, mend - full, p0, p1, s0, s1, first, last);
+    }
+    if (steps == 0) break;
+  }
+}
+
+template <class V, Core C>
+void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  if (C == Core::fma && (w.pairs || lda < w.k))
+    fail("float gemm: activation rows hold {} values, the weight needs {}{}", lda, w.k,
+         w.pairs ? " (k-pair panels are the bf16 core's)" : "");
+  if (C == Core::dot && !w.pairs) fail("float gemm: the bf16 core needs k-pair FP8 panels");
+  // E4M3 codes (and NVFP4's E4M3 block scales) decode to value·2^-8
+  // (float_gemm.hpp): the 2^8 goes to alpha.
+  const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8 || w.type == PanelType::nvfp4;
+  const Job job{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
+  util::parallel_for(w.panels, FloatTile<V::kLanes>::kGrain, [&](int64_t p0, int64_t p1, int) {
+    if constexpr (C == Core::dot) {
+      switch (w.type) {
+        case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
+        case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
+        default: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
+      }
+    } else {
+      switch (w.type) {
+        case PanelType::f32: run<V, C, PanelType::f32>(job, m, p0, p1); break;
+        case PanelType::bf16: run<V, C, PanelType::bf16>(job, m, p0, p1); break;
+        case PanelType::f16: run<V, C, PanelType::f16>(job, m, p0, p1); break;
+        case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
+        case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
+        case PanelType::mxfp8: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
+        case PanelType::nvfp4: run<V, C, PanelType::nvfp4>(job, m, p0, p1); break;
+      }
+    }
+  });
+  // A NaN weight code makes its whole output column NaN.
+  for (const int64_t c : w.nan_columns)
+    for (int64_t r = 0; r < m; ++r) y[r * w.n + c] = std::numeric_limits<float>::quiet_NaN();
+}
+
+// ---- activation preparation ----
+
+// RNE of |v| (finite or NaN, already clamped) to a minifloat grid kept in f32:
+// normals (>= min_normal) keep `Mant` mantissa bits, subnormals sit on the
+// grid `sub_step`; the sign is put back afterwards. NaN stays NaN (its
+// payload only grows toward the kept bits).
+template <class V, int Mant>
+inline typename V::F round_minifloat(typename V::F v, float min_normal, float sub_step) {
+  using I = typename V::I;
+  const I sign = V::andi(V::as_int(v), V::set1i(INT32_MIN));
+  const typename V::F a = V::abs(v);
+  const I u = V::as_int(a);
+  constexpr int drop = 23 - Mant;
+  const I odd = V::andi(V::template srli<drop>(u), V::set1i(1));
+  I r = V::addi(u, V::addi(V::set1i((1 << (drop - 1)) - 1), odd));
+  r = V::andi(r, V::set1i(static_cast<int32_t>(~((1u << drop) - 1u))));
+  const typename V::F sub = V::mul(V::round(V::mul(a, V::set1(1.0f / sub_step))), V::set1(sub_step));
+  const typename V::F mag = V::select(V::lt(a, V::set1(min_normal)), sub, V::as_float(r));
+  return V::as_float(V::ori(V::as_int(mag), sign));
+}
+
+// clamp(v, -hi, hi) keeping NaN (max/min return the second operand on NaN).
+template <class V>
+inline typename V::F clamp_keep_nan(typename V::F v, float hi) {
+  v = V::max(V::set1(-hi), v);
+  return V::min(V::set1(hi), v);
+}
+
+template <class V>
+inline typename V::F fp8_value(typename V::F v, ActPrep prep) {
+  if (prep == ActPrep::e5m2) return round_minifloat<V, 2>(clamp_keep_nan<V>(v, 57344.0f), 0x1p-14f, 0x1p-16f);
+  return round_minifloat<V, 3>(clamp_keep_nan<V>(v, 448.0f), 0x1p-6f, 0x1p-9f);
+}
+
+inline int ceil_log2(float r) {
+  int exponent = 0;
+  const float mantissa = std::frexp(r, &exponent);
+  return mantissa == 0.5f ? exponent - 1 : exponent;
+}
+
+constexpr int64_t kPrepChunk = 32;  // floats prepared at a time (one MXFP8 block)
+
+// x[k0, k0+32) of one row (zeros past k) as the prepared values v[0..Q).
+// `round` and `none` leave x as is.
+template <class V>
+inline void prepare_values(const float* row, int64_t k, int64_t k0, ActPrep prep, float inv,
+                           typename V::F* v) {
+  constexpr int L = V::kLanes, Q = kPrepChunk / L;
+  MIXQ_UNROLL
+  for (int q = 0; q < Q; ++q) v[q] = V::loadz(V::mask(k - k0 - q * L), row + k0 + q * L);
+  if (prep == ActPrep::e4m3 || prep == ActPrep::e5m2) {
+    MIXQ_UNROLL
+    for (int q = 0; q < Q; ++q) v[q] = fp8_value<V>(V::mul(v[q], V::set1(inv)), prep);
+  } else if (prep == ActPrep::mxfp8) {
+    // §3.3: a = max|x| (NaN ignored), e = clamp(ceil(log2(max(a/448, 2^-127))) + 127, 0, 254),
+    // codes = e4m3(clamp(x / 2^(e-127), ±448)); the GEMM uses code·e8m0(e), e8m0(0) = 0.
+    typename V::F amax = V::zero();
+    MIXQ_UNROLL
+    for (int q = 0; q < Q; ++q) amax = V::max(V::abs(v[q]), amax);
+    const float a = V::reduce_max(amax);
+    if (a == 0.0f) {
+      for (int q = 0; q < Q; ++q) v[q] = V::zero();
+      return;
+    }
+    const float ratio = a / 448.0f;
+    const int e = std::isfinite(ratio) ? std::clamp(ceil_log2(std::max(ratio, 0x1p-127f)) + 127, 0, 254) : 254;
+    const typename V::F div = V::set1(std::ldexp(1.0f, e - 127));
+    const typename V::F back = V::set1(e == 0 ? 0.0f : std::ldexp(1.0f, e - 127));
+    MIXQ_UNROLL
+    for (int q = 0; q < Q; ++q) v[q] = V::mul(fp8_value<V>(V::div(v[q], div), ActPrep::e4m3), back);
+  }
+}
+
+template <class V>
+void prepare_f32(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale, float* out) {
+  if (k > cols) fail("float gemm: activation has {} columns, the weight only {}", k, cols);
+  if constexpr (V::kLanes == 8) {
+    if (prep == ActPrep::round) fail("float gemm: the AVX2 path computes in f32; bf16 rounding is avx512's");
+  }
+  if (prep == ActPrep::mxfp8 && cols % 32 != 0) fail("float gemm: MXFP8 needs 32-blocks, {} columns", cols);
+  constexpr int L = V::kLanes, Q = kPrepChunk / L;
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* row = x + r * k;
+      float* dst = out + r * cols;
+      for (int64_t k0 = 0; k0 < cols; k0 += kPrepChunk) {
+        typename V::F v[Q];
+        prepare_values<V>(row, k, k0, prep, inv_scale, v);
+        if constexpr (V::kLanes == 16) {
+          if (prep == ActPrep::round)
+            for (int q = 0; q < Q; ++q) v[q] = FloatIo<V>::bf16_value(v[q]);
+        }
+        MIXQ_UNROLL
+        for (int q = 0; q < Q; ++q) V::store(dst + k0 + q * L, V::mask(cols - k0 - q * L), v[q]);
+      }
+    }
+  });
+}
+
+#if defined(__AVX512F__)
+inline void prepare_bf16(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep, float inv_scale,
+                         uint32_t* out) {
+  if (k > 2 * steps) fail("float gemm: activation has {} columns, the weight only {}", k, 2 * steps);
+  util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t k0 = 0; k0 < 2 * steps; k0 += kPrepChunk) {
+        __m512 v[2];
+        prepare_values<Avx512>(x + r * k, k, k0, prep, inv_scale, v);  // the bf16 store rounds
+        FloatIo<Avx512>::store_pairs(out + r * steps + k0 / 2, steps - k0 / 2, v[0], v[1]);
+      }
+  });
+}
+#endif  // __AVX512F__
+
+}  // namespace
+}  // namespace mixq::kernels::x86
