@@ -49,12 +49,10 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {"fp8_e4m3", "float8_e4m3fn", nlohmann::json::object(), false,
-     "FP8 is widened to bf16 panels; the float family's branch (wip/fp8) keeps it 8-bit"},
-    {"fp8_e5m2", "float8_e5m2", nlohmann::json::object(), false, "as fp8_e4m3 (wip/fp8)"},
-    {"mxfp8", "mxfp8", nlohmann::json::object(), false, "MXFP8 is widened to bf16 panels (wip/fp8)"},
-    {"unquantized_bf16", "unquantized", nlohmann::json::object(), false,
-     "BF16 weights are repacked into f32/bf16 panels (wip/fp8)"},
+    {"fp8_e4m3", "float8_e4m3fn", nlohmann::json::object(), true},
+    {"fp8_e5m2", "float8_e5m2", nlohmann::json::object(), true},
+    {"mxfp8", "mxfp8", nlohmann::json::object(), true},
+    {"unquantized_bf16", "unquantized", nlohmann::json::object(), true},
     {"nvfp4", "nvfp4", nlohmann::json::object(), true},
     {"int8_convrot", "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}}, true},
     {"convrot_w4a4", "convrot_w4a4", nlohmann::json::object(), true},
