@@ -1,8 +1,11 @@
 """Who sets the size of mixq's thread pool: the user (mixq.set_num_threads),
 or, until then, PyTorch's setting when mixq runs under mixq.torch."""
+import warnings
+
 from . import _mixq
 
 _set_by_user = False
+_followed = None  # torch's thread count the pool was last sized for
 
 
 def set_num_threads(threads: int) -> None:
@@ -19,6 +22,13 @@ def follow_torch() -> None:
         return
     import torch
 
+    global _followed
     wanted = torch.get_num_threads()
+    if wanted == _followed:
+        return
+    _followed = wanted
     if wanted != _mixq.num_threads():
-        _mixq.set_num_threads(wanted)
+        try:
+            _mixq.set_num_threads(wanted)
+        except _mixq.Error as e:  # the system refused threads: run on those that started
+            warnings.warn(str(e), RuntimeWarning)

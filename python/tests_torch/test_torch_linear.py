@@ -93,6 +93,7 @@ def test_threads_follow_torch_until_set(ckpt, monkeypatch):
     import mixq._threads
 
     monkeypatch.setattr(mixq._threads, "_set_by_user", False)
+    monkeypatch.setattr(mixq._threads, "_followed", None)
     module = mixq.torch.Linear(ckpt.linear("l.int8"))
     before = torch.get_num_threads()
     try:

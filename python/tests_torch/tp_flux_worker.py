@@ -9,6 +9,7 @@ replicated (non-linear) tensors, RSS, and the module kinds.
 
 Also imported by the test for CONFIG, inputs() and heap_bytes()."""
 import ctypes
+import faulthandler
 import gc
 import json
 import sys
@@ -97,17 +98,29 @@ def load(path, tp_group=None):
     return model, stats
 
 
+def stage(rank, what):
+    """One line per step on stderr: a crashed launch shows how far each rank got."""
+    print(f"tp_flux_worker rank {rank}: {what}", file=sys.stderr, flush=True)
+
+
 def main(out_dir, paths):
     import torch.distributed as dist
 
+    faulthandler.enable()  # a fatal signal prints every thread's Python stack
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     group = dist.group.WORLD
+    stage(rank, "process group ready")
+    # Written before mixq runs: the test tells a launch that failed in
+    # torch.distributed's start-up from one that failed in mixq.
+    open(f"{out_dir}/ready-rank{rank}", "w").close()
     results = {}
     for name, path in paths:
         model, stats = load(path, group)
+        stage(rank, f"loaded {name}")
         start = time.perf_counter()
         y = forward(model)
+        stage(rank, f"ran {name}")
         stats["forward_s"] = time.perf_counter() - start
         stats.update(rss())
         results[name] = stats
@@ -116,6 +129,7 @@ def main(out_dir, paths):
     with open(f"{out_dir}/stats-rank{rank}.json", "w") as f:
         json.dump(results, f)
     dist.destroy_process_group()
+    stage(rank, "done")
 
 
 if __name__ == "__main__":

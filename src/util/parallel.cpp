@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "mixq/error.hpp"
 #include "mixq/threads.hpp"
 
 namespace mixq::util {
@@ -33,11 +34,14 @@ class Pool {
 
   int threads() const { return threads_.load(std::memory_order_relaxed); }
 
-  void resize(int threads) {
+  // Returns the thread count that runs now: fewer than asked when the
+  // system refused a thread (see start_workers).
+  int resize(int threads) {
     std::lock_guard<std::mutex> call(call_mutex_);
     stop_workers();
     threads_.store(std::max(1, threads), std::memory_order_relaxed);
     start_workers();
+    return threads_.load(std::memory_order_relaxed);
   }
 
   // Splits [0, count) into `units` grains over the threads there are now
@@ -127,12 +131,22 @@ class Pool {
     }
   }
 
+  // Starts threads_ - 1 workers. When the system refuses one (pthread_create
+  // fails: thread or memory limits), the pool keeps those that started and
+  // lowers threads_ to match, so that run() never waits for a chunk no thread
+  // takes and no joinable std::thread is left to a destructor (which would
+  // std::terminate the process).
   void start_workers() {
     stop_ = false;
     stop_flag_.store(false);
     const uint64_t now = generation_.load();
     const int threads = threads_.load(std::memory_order_relaxed);
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, now] { worker(i, now); });
+    try {
+      workers_.reserve(static_cast<size_t>(threads - 1));
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, now] { worker(i, now); });
+    } catch (const std::exception&) {  // std::system_error from a thread, std::bad_alloc from reserve
+      threads_.store(static_cast<int>(workers_.size()) + 1, std::memory_order_relaxed);
+    }
   }
 
   void stop_workers() {
@@ -199,7 +213,10 @@ namespace mixq {
 
 void set_num_threads(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)));
-  util::Pool::instance().resize(threads);
+  const int running = util::Pool::instance().resize(threads);
+  if (running < threads)
+    fail("set_num_threads({}): the system refused to start more threads; the pool runs {} thread(s)", threads,
+         running);
 }
 
 int num_threads() { return util::Pool::instance().threads(); }
