@@ -25,6 +25,7 @@
 #include "kernels/stream_prefetch.hpp"
 #include "mixq/error.hpp"
 #include "support/awq_tunings.hpp"
+#include "support/args.hpp"
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
@@ -34,32 +35,18 @@ namespace {
 using namespace mixq::bench;
 using mixq::kernels::x86::AwqPacked;
 
-struct Options {
-  bool quick = false;
-  int threads = 2;
+struct Options : BenchArgs {
   int64_t group = 64;
-  std::vector<int64_t> ms;
-  std::vector<std::pair<int64_t, int64_t>> shapes;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--quick") o.quick = true;
-    else if (a == "--threads" && has_value) o.threads = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--group" && has_value) o.group = std::atol(argv[++i]);
-    else if (a == "--m" && has_value) o.ms.push_back(std::max(1L, std::atol(argv[++i])));
-    else if (a == "--shape" && has_value) {
-      long k = 0, n = 0;
-      if (std::sscanf(argv[++i], "%ldx%ld", &k, &n) != 2 || k <= 0 || n <= 0)
-        mixq::fail("bench_awq_tunings: --shape expects KxN, found '{}'", argv[i]);
-      o.shapes.emplace_back(k, n);
-    } else {
-      mixq::fail("bench_awq_tunings: unknown argument '{}' (see bench/bench_awq_tunings.cpp)", a);
-    }
-  }
+  static_cast<BenchArgs&>(o) =
+      parse_args("bench_awq_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
+        if (flag != "--group") return false;
+        o.group = std::atol(value());
+        return true;
+      });
   if (o.ms.empty()) o.ms = {1};
   if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
   for (auto [k, n] : o.shapes)

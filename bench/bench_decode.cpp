@@ -30,6 +30,7 @@
 #include "mixq/error.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
+#include "support/args.hpp"
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/svdquant_layer.hpp"
@@ -39,40 +40,19 @@ namespace {
 
 using namespace mixq::bench;
 
-struct Options {
-  bool quick = false, sweep = false;
-  int threads = 2;
-  std::vector<std::string> formats;
-  std::vector<std::pair<int64_t, int64_t>> shapes;
+struct Options : BenchArgs {
+  bool sweep = false;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--quick") o.quick = true;
-    else if (a == "--prefetch-sweep") o.sweep = true;
-    else if (a == "--threads" && has_value) o.threads = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--format" && has_value) o.formats.emplace_back(argv[++i]);
-    else if (a == "--shape" && has_value) {
-      long k = 0, n = 0;
-      if (std::sscanf(argv[++i], "%ldx%ld", &k, &n) != 2 || k <= 0 || n <= 0)
-        mixq::fail("bench_decode: --shape expects KxN, found '{}'", argv[i]);
-      o.shapes.emplace_back(k, n);
-    } else {
-      mixq::fail("bench_decode: unknown argument '{}' (see the comment at the top of bench/bench_decode.cpp)", a);
-    }
-  }
+  static_cast<BenchArgs&>(o) = parse_args("bench_decode", argc, argv, [&](const std::string& flag, const auto&) {
+    if (flag != "--prefetch-sweep") return false;
+    o.sweep = true;
+    return true;
+  });
   if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
   return o;
-}
-
-bool wanted(const Options& o, std::string_view name) {
-  if (o.formats.empty()) return true;
-  for (const std::string& f : o.formats)
-    if (f == name) return true;
-  return false;
 }
 
 // One format's layer at one shape, and a ring of Linears over it.
@@ -87,8 +67,8 @@ struct Subject {
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  const double min_s = o.quick ? 0.05 : 0.15;
-  const int reps = o.quick ? 3 : 7;
+  const double min_s = o.min_seconds();
+  const int reps = o.reps();
   std::printf("# %s\n", run_header().c_str());
   set_threads(o.threads);
 
@@ -119,8 +99,8 @@ int main(int argc, char** argv) try {
 
   std::vector<const mixq::FormatTraits*> formats;
   for (const mixq::FormatTraits* f : mixq::all_formats())
-    if (f->quantize && wanted(o, f->name)) formats.push_back(f);
-  const bool svd = wanted(o, "svdquant_w4a4");
+    if (f->quantize && o.wants(f->name)) formats.push_back(f);
+  const bool svd = o.wants("svdquant_w4a4");
   for (auto [k, n] : o.shapes) {
     const std::vector<float> x = random_activations(k);
     std::vector<float> y(static_cast<size_t>(n));
