@@ -6,6 +6,7 @@
 #include "kernels/cpu.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "util/phase_timer.hpp"
 
 namespace mixq::linear {
 
@@ -66,7 +67,11 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
     std::vector<uint32_t> a(static_cast<size_t>(m * w.steps));
-    x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
+    {
+      util::PhaseScope phase("prepare activations (bf16 pairs)");
+      x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
+    }
+    util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
     x86::float_gemm_avx512_bf16(a.data(), m, w, alpha, bias, y);
     return;
   }
@@ -74,11 +79,16 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   // Full precision: x itself, f32 (never its bf16 rounding).
   if (prep == x86::ActPrep::round) prep = x86::ActPrep::none;
   if (prep == x86::ActPrep::none && k == w.k) {  // f32 x already has the panel's K
+    util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
     (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(x, k, m, w, alpha, bias, y);
     return;
   }
   std::vector<float> a(static_cast<size_t>(m * w.k));
-  (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x, m, k, w.k, prep, inv_scale, a.data());
+  {
+    util::PhaseScope phase("prepare activations (f32)");
+    (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x, m, k, w.k, prep, inv_scale, a.data());
+  }
+  util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
   (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(a.data(), w.k, m, w, alpha, bias, y);
 }
 

@@ -19,6 +19,7 @@
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "numeric/swizzle.hpp"
+#include "util/phase_timer.hpp"
 
 namespace mixq::linear {
 namespace {
@@ -97,13 +98,18 @@ class Nvfp4Linear final : public FloatLinear {
       return;
     }
     kernels::x86::Nvfp4Activation act;
-    if (w4a4_ == FastPath::avx512) {
-      kernels::x86::nvfp4_quantize_avx512(x, m, k, packed_.blocks, pqs, input_scale_, act);
-      kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
-    } else {
-      kernels::x86::nvfp4_quantize_avx2(x, m, k, packed_.blocks, pqs, input_scale_, act);
-      kernels::x86::nvfp4_gemm_avx2(act, packed_, bias, y, vnni_);
+    {
+      util::PhaseScope phase("quantize activations (NVFP4 blocks)");
+      if (w4a4_ == FastPath::avx512)
+        kernels::x86::nvfp4_quantize_avx512(x, m, k, packed_.blocks, pqs, input_scale_, act);
+      else
+        kernels::x86::nvfp4_quantize_avx2(x, m, k, packed_.blocks, pqs, input_scale_, act);
     }
+    util::PhaseScope phase("W4A4 GEMM + epilogue");
+    if (w4a4_ == FastPath::avx512)
+      kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
+    else
+      kernels::x86::nvfp4_gemm_avx2(act, packed_, bias, y, vnni_);
   }
 
  private:

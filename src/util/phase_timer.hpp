@@ -1,0 +1,38 @@
+#pragma once
+// Where a kernel call spends its time, for `bench_phases` (bench/): kernels
+// mark their phases (activation preparation, GEMM, ...) with PhaseScope.
+// Off by default: a scope then costs one relaxed atomic load. When on, each
+// scope adds its wall time to its phase's total, summed over threads.
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mixq::util {
+
+void set_phase_timing(bool on);
+bool phase_timing();
+// The totals since the last call, in seconds summed over threads, in the
+// order the phases were first seen; resets them.
+std::vector<std::pair<std::string, double>> take_phase_times();
+void add_phase_time(const char* phase, double seconds);
+
+// `phase` must be a string literal (its address names the phase).
+class PhaseScope {
+ public:
+  explicit PhaseScope(const char* phase) : phase_(phase_timing() ? phase : nullptr) {
+    if (phase_) start_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseScope() {
+    if (phase_)
+      add_phase_time(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+  PhaseScope(const PhaseScope&) = delete;
+  PhaseScope& operator=(const PhaseScope&) = delete;
+
+ private:
+  const char* phase_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace mixq::util
