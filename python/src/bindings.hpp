@@ -1,6 +1,7 @@
 #pragma once
 // Shared declarations of the `mixq._mixq` extension. Each bind_* function adds
 // one concept to the module; module.cpp calls them in order.
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
 #include "mixq/marker.hpp"
+#include "mixq/plan.hpp"
 #include "mixq/shard.hpp"
 
 namespace mixq::py {
@@ -31,11 +33,15 @@ struct CheckpointState {
   // Markers and layers, built on first use (open() reads headers only).
   // Thread-safe; throws mixq::Error for invalid markers.
   const LayerSet& layers();
+  // The plan under `profile` (TP degree 1), built on first use and kept: a
+  // tensor-parallel load asks it once per layer. Thread-safe.
+  const Plan& plan(const std::string& profile);
 
  private:
   std::mutex mutex_;
   std::optional<MarkerSet> markers_;
   std::optional<LayerSet> layers_;
+  std::map<std::string, std::unique_ptr<const Plan>> plans_;
 };
 
 // A layer's runtime linear as the Python Linear object.

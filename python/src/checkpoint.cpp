@@ -20,6 +20,13 @@ const LayerSet& CheckpointState::layers() {
   return *layers_;
 }
 
+const Plan& CheckpointState::plan(const std::string& profile) {
+  std::lock_guard lock(mutex_);
+  auto& slot = plans_[profile];
+  if (!slot) slot = std::make_unique<const Plan>(Plan::build(checkpoint, PlanOptions{profile, 1}));
+  return *slot;
+}
+
 namespace {
 
 using Handle = std::shared_ptr<CheckpointState>;

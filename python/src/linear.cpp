@@ -51,7 +51,7 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
          set.layers.size(), known.empty() ? "" : ", e.g. ", known);
   }
   if (tp_size != 1 || tp_rank != 0) {
-    const Plan plan = Plan::build(owner->checkpoint, PlanOptions{profile, 1});
+    const Plan& plan = owner->plan(profile);
     const LayerPlan* entry = plan.find(prefix);
     if (entry == nullptr) fail("no linear layer '{}' in the plan", prefix);
     result->shard = std::make_unique<LayerShard>(shard_layer(plan, *entry, tp_rank, tp_size));
