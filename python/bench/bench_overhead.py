@@ -4,8 +4,10 @@ For each layer: the C++ Linear::forward alone (timed inside the extension,
 no Python in the loop) and the Python call `layer.forward(x)` (new output
 array) and `layer.forward(x, out=y)`. The three are measured in interleaved
 rounds and each reports its best round (the machine is shared: the minimum is
-the least disturbed estimate). Overhead = Python call - C++ call. Also a torch
-tensor input (through __dlpack__) when torch is importable.
+the least disturbed estimate). Overhead = Python call - C++ call. Also, when
+torch is importable, a torch tensor input and the mixq.torch.Linear module
+call (what a diffusers or ComfyUI model runs: its checks, the output tensor,
+torch.inference_mode).
 
 --clock thread (needs --threads 1) times with the calling thread's CPU time
 (time.thread_time / CLOCK_THREAD_CPUTIME_ID) instead of wall time: on a
@@ -53,6 +55,8 @@ def main():
     rng = np.random.default_rng(0)
     try:
         import torch
+
+        from mixq.torch import Linear as TorchLinear
     except ImportError:
         torch = None
     rows = []
@@ -66,25 +70,29 @@ def main():
             layer = ckpt.linear(prefix)
             x = rng.standard_normal((1, k), np.float32)
             y = np.empty((1, n), np.float32)
-            # Enough calls per round for ~50 ms.
-            number = max(20, int(0.05 / max(layer._time_forward(x, 200), 1e-7)))
-            py = lambda fn: timeit.timeit(fn, number=number, timer=timer) / number
-            measures = [
-                lambda: layer._time_forward(x, number, args.clock),
-                lambda: py(lambda: layer.forward(x)),
-                lambda: py(lambda: layer.forward(x, out=y)),
-            ]
+            calls = [lambda: layer.forward(x), lambda: layer.forward(x, out=y)]
             if torch is not None:
                 xt = torch.from_numpy(x)
-                measures.append(lambda: py(lambda: layer.forward(xt)))
+                module = TorchLinear(layer)
+
+                def module_call():
+                    with torch.inference_mode():
+                        return module(xt)
+
+                calls += [lambda: layer.forward(xt), module_call]
+            # Enough calls per round for ~50 ms of the slowest call.
+            slowest = max(timeit.timeit(call, number=50) / 50 for call in calls)
+            number = max(20, int(0.05 / max(slowest, 1e-7)))
+            measures = [lambda: layer._time_forward(x, number, args.clock)]
+            measures += [lambda call=call: timeit.timeit(call, number=number, timer=timer) / number for call in calls]
             rows.append([prefix, f"{n}×{k}", layer.kernel, *best(measures, args.rounds)])
     print(f"mixq {mixq.__version__}, Python {platform.python_version()}, threads {mixq.num_threads()}, "
           f"clock {args.clock}, best of {args.rounds} rounds")
     head = "| layer | N×K | kernel | C++ forward | Python forward(x) | overhead | Python forward(x, out=y) | overhead |"
     sep = "|---|---|---|---|---|---|---|---|"
     if torch is not None:
-        head += " torch tensor x | overhead |"
-        sep += "---|---|"
+        head += " torch tensor x | overhead | mixq.torch.Linear(x) | overhead |"
+        sep += "---|---|---|---|"
     print(head)
     print(sep)
     us = lambda s: f"{s * 1e6:.2f} µs"
@@ -92,8 +100,8 @@ def main():
         prefix, shape, kernel, cpp, py_new, py_out = row[:6]
         line = (f"| {prefix} | {shape} | {kernel} | {us(cpp)} | {us(py_new)} | {us(py_new - cpp)} | "
                 f"{us(py_out)} | {us(py_out - cpp)} |")
-        if len(row) > 6:
-            line += f" {us(row[6])} | {us(row[6] - cpp)} |"
+        for extra in row[6:]:
+            line += f" {us(extra)} | {us(extra - cpp)} |"
         print(line)
 
 
