@@ -29,11 +29,8 @@
 //    median pass).
 // Memory-bound NVFP4 rows (M = 1, AVX-512 machines) as above with 0.5625
 // B/weight.
-#include <immintrin.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,8 +48,8 @@
 #include "support/calibrate.hpp"
 #include "support/inputs.hpp"
 #include "support/onednn.hpp"
+#include "support/run_info.hpp"
 #include "support/timing.hpp"
-#include "util/parallel.hpp"
 
 namespace {
 
@@ -183,55 +180,6 @@ std::vector<FloatPathRun> float_paths() {
   return out;
 }
 
-// Streaming read bandwidth with AVX2 loads (4 interleaved streams per thread,
-// 1 GiB, first touch by the reading thread): the calibration of
-// kernels/calibrate.hpp needs AVX-512. {best, median} GB/s of 7 passes.
-__attribute__((target("avx2"))) uint64_t read_part_avx2(const std::byte* p, size_t bytes) {
-  const size_t quarter = bytes / 4 / 256 * 256;
-  const std::byte* s[4] = {p, p + quarter, p + 2 * quarter, p + 3 * quarter};
-  __m256i a[8];
-  for (auto& v : a) v = _mm256_setzero_si256();
-  for (size_t off = 0; off < quarter; off += 64)
-    for (int q = 0; q < 4; ++q) {
-      a[2 * q] = _mm256_add_epi64(a[2 * q], _mm256_load_si256(reinterpret_cast<const __m256i*>(s[q] + off)));
-      a[2 * q + 1] = _mm256_add_epi64(a[2 * q + 1], _mm256_load_si256(reinterpret_cast<const __m256i*>(s[q] + off + 32)));
-    }
-  for (int q = 1; q < 8; ++q) a[0] = _mm256_add_epi64(a[0], a[q]);
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a[0]);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
-
-kernels::Rate read_bandwidth(int threads) {
-  const kernels::Rate r = bench::read_bandwidth_gbs(threads);
-  if (r.median > 0) return r;
-  bench::set_threads(threads);
-  const size_t part = (size_t(1) << 30) / threads / 4096 * 4096;
-  std::vector<std::byte*> parts(static_cast<size_t>(threads));
-  util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) {
-      parts[t] = static_cast<std::byte*>(std::aligned_alloc(4096, part));
-      std::memset(parts[t], static_cast<int>(t + 1), part);
-    }
-  });
-  std::atomic<uint64_t> sink{0};
-  auto pass = [&] {
-    util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) sink.fetch_add(read_part_avx2(parts[t], part));
-    });
-  };
-  pass();
-  std::vector<double> rates;
-  for (int rep = 0; rep < 7; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pass();
-    rates.push_back(double(part) * threads / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
-  }
-  for (std::byte* p : parts) std::free(p);
-  std::sort(rates.begin(), rates.end());
-  return {rates.back(), rates[rates.size() / 2]};
-}
-
 std::string kernel_of(const Lin& l) { return std::string(l.copies[0]->kernel_name()); }
 
 // FP8 / MXFP8 at M = 4096 against the f32 layer they replace.
@@ -311,14 +259,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const int threads = 2;
-  const kernels::Rate read_bw = read_bandwidth(threads);
-  double load[3] = {0, 0, 0};
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
-    std::fclose(f);
-  }
-  std::printf("# read bandwidth, 1 GiB, %d threads x 4 streams: %.1f GB/s best pass, %.1f median; load average %.2f\n",
-              threads, read_bw.best, read_bw.median, load[0]);
+  std::printf("# %s\n", bench::run_header().c_str());
+  // The kernels' own read pattern (kernels/calibrate.hpp: 4 prefetched streams a thread).
+  const kernels::Rate read_bw = bench::read_bandwidth_gbs(threads);
+  std::printf("# read bandwidth, 1 GiB, %d threads x 4 streams: %.1f GB/s best pass, %.1f median\n", threads,
+              read_bw.best, read_bw.median);
   std::fflush(stdout);
   std::printf("\n| format | shape | threads | kernel | time | G(FL)OPS | vs oneDNN f32 / bf16 |\n|---|---|---|---|---|---|---|\n");
   fp8_vs_f32(threads);
