@@ -25,6 +25,7 @@ class RefIntKernel final : public IntKernel {
         weight_[static_cast<size_t>(r * d.k + c)] = static_cast<int8_t>(int_desc_weight(d, r, c));
     d_.weight = nullptr;
     d_.weight_nibbles = nullptr;
+    d_.codes = nullptr;
     d_.weight_scale = nullptr;
     d_.bias = nullptr;
   }
@@ -64,6 +65,9 @@ class RefIntKernel final : public IntKernel {
   }
 
   std::string_view name() const override { return "ref"; }
+  int64_t held_bytes() const override {
+    return static_cast<int64_t>(weight_.size() + 4 * (scale_.size() + bias_.size()));
+  }
 
  private:
   IntLayerDesc d_;
@@ -85,9 +89,18 @@ void check_int_desc(const IntLayerDesc& d) {
     if (d.k % d.group != 0)
       fail("ConvRot group size {} does not divide input features K = {}", d.group, d.k);
   }
-  if ((!d.weight && !d.weight_nibbles) || !d.weight_scale) fail("integer linear: weight or scale missing");
-  if (d.weight_nibbles && (d.weight || !d.int4_weights || d.k % 2 != 0))
+  if ((!d.weight && !d.weight_nibbles && !d.codes) || !d.weight_scale) fail("integer linear: weight or scale missing");
+  if (d.weight_nibbles && (d.weight || d.codes || !d.int4_weights || d.k % 2 != 0))
     fail("integer linear: nibble weights need int4 weights, an even K and no int8 weight");
+  if (d.codes) {
+    const IntCodes& c = *d.codes;
+    if (d.weight || d.int4_weights || !c.codes || (!c.s_rel_e4m3) == (!c.s_rel_f32))
+      fail("integer linear: 4-bit codes need the codes, one s_rel and no other weight");
+    if (d.k % 8 != 0 || c.group_size < 4 || c.group_size % 4 != 0 || d.k % c.group_size != 0)
+      fail("integer linear: 4-bit codes need K % 8 == 0 and a group size that is a multiple of 4 dividing K "
+           "(K = {}, group size {})",
+           d.k, c.group_size);
+  }
 }
 
 std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc) {

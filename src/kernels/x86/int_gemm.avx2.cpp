@@ -17,4 +17,12 @@ std::unique_ptr<IntKernel> make_int_kernel_avx2_novnni(const IntLayerDesc& desc)
   return std::make_unique<x86::SimdIntKernel<x86::Avx2>>(desc, "avx2");
 }
 
+std::vector<int8_t> int_kernel_weights_avx2(const IntLayerDesc& desc) {
+  check_int_desc(desc);
+  const x86::SimdIntKernel<x86::Avx2> kernel(desc, "avx2");
+  std::vector<int8_t> w(static_cast<size_t>(desc.n * desc.k));
+  for (int64_t col = 0; col < desc.n; ++col) kernel.decoded_column(col, w.data() + col * desc.k);
+  return w;
+}
+
 }  // namespace mixq::kernels

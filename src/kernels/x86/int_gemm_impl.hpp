@@ -13,6 +13,11 @@
 //    and runs every weight tile (P·16 columns, L2-resident while all of the
 //    block's 6-row panels use it) over it. Activations never go to DRAM in
 //    quantized form; rotation and quantization are a few % of the work.
+// 4-bit codes (IntCodes, asym_w4a8_int8) are decoded one tile of P panels at
+// a time, over the full K, into a per-thread int8 tile (decode_panel: a
+// 16-entry table per column and group, vpshufb over the nibbles) that the
+// int8 micro-kernel then reads: small M decodes every panel once per call,
+// large M once per (activation block, tile), i.e. once per MC tokens.
 // The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
 // AVX-512 6 × 4 panels (24 zmm accumulators, 4 weight registers, 1
 // broadcast), AVX2 6 × 1 panel (12 ymm accumulators, 2 weight registers, 1
@@ -128,6 +133,80 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
     for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * kMr + r) * 4, &words[w], 4);
   }
   *sum_out = V::reduce_add(vsum);
+}
+
+// The 16-entry tables of the 16 columns of panel `pn` for group g into
+// tab[16], each entry the u8 operand w8 + 128 (int_pack.hpp): E4M3 s_rel
+// reads the precomputed table of its byte; f32 s_rel computes
+// w8 = clamp(rint(level · s_rel), -127, 127) into `scratch` (one fp32 product
+// per entry; clamping before the rounding gives the same integers, as ±127
+// are integers), then flips the sign bit (w8 ^ 0x80 = w8 + 128 as a byte).
+template <class V>
+void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typename V::F* levels,
+                  int8_t (*scratch)[16], const int8_t** tab) {
+  using I = typename V::I;
+  constexpr int L = V::kLanes;
+  const int64_t at = (pn * w.groups + g) * kPanelCols;
+  if (!w.s_rel_e4m3.empty()) {
+    for (int c = 0; c < kPanelCols; ++c) tab[c] = w.code_lut.data() + 16 * w.s_rel_e4m3[static_cast<size_t>(at + c)];
+    return;
+  }
+  const typename V::F lo = V::set1(-127.0f), hi = V::set1(127.0f);
+  for (int c = 0; c < kPanelCols; ++c) {
+    const typename V::F s = V::set1(w.s_rel_f32[static_cast<size_t>(at + c)]);
+    I q[2];
+    for (int h = 0; h < 16 / L; ++h) q[h] = V::cvtr(V::min(V::max(V::mul(levels[h], s), lo), hi));
+    V::store_i8x16(scratch[c], q);
+    uint64_t half[2];
+    std::memcpy(half, scratch[c], 16);
+    half[0] ^= 0x8080808080808080ull;
+    half[1] ^= 0x8080808080808080ull;
+    std::memcpy(scratch[c], half, 16);
+    tab[c] = scratch[c];
+  }
+}
+
+// Decodes panel `pn` of codes (int_pack.hpp) into the int8 panel layout
+// (u8 = w8 + 128, straight from the tables) at `out` (kp · 16 bytes, 64-byte aligned). A 64-byte code
+// step (8 k's) gives two int8 steps: its low nibbles (k 8k8 .. 8k8+3) and its
+// high nibbles (8k8+4 .. 8k8+7); a group is a multiple of 4 k's, so each half
+// lies in one group.
+template <class V>
+void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
+  using I = typename V::I;
+  using T = ColumnTables<V::kLanes>;
+  constexpr int L = V::kLanes, H = 16 / L;
+  const uint8_t* src = w.panel(pn);
+  typename V::F levels[16 / L];
+  for (int h = 0; h < 16 / L; ++h) levels[h] = V::load(w.levels + h * L);
+  alignas(64) int8_t scratch[kPanelCols][16];
+  const int8_t* tab[kPanelCols];
+  I tv[H][4];
+  const I mask = V::set1b(0x0F);
+  int64_t g = -1, next = 0;  // the current group and its end
+  auto tables = [&](int64_t k0) {  // k0 grows by 4 per call
+    if (k0 < next) return;
+    ++g;
+    next += w.group_size;
+    group_tables<V>(w, pn, g, levels, scratch, tab);
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v)
+      MIXQ_UNROLL
+      for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
+  };
+  for (int64_t k8 = 0; k8 < w.kp / 8; ++k8) {
+    I c[H];
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v) c[v] = V::loadi_a(src + k8 * 64 + 4 * L * v);
+    tables(8 * k8);
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v)
+      V::storei_a(out + 2 * k8 * 64 + 4 * L * v, T::lookup(tv[v], V::andi(c[v], mask)));
+    tables(8 * k8 + 4);
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v)
+      V::storei_a(out + (2 * k8 + 1) * 64 + 4 * L * v, T::lookup(tv[v], V::andi(V::template srli16<4>(c[v]), mask)));
+  }
 }
 
 // How the micro-kernel reads the weight panels (int_pack.hpp):
@@ -249,6 +328,10 @@ MicroFn micro_for(int rows, WeightMode mode, bool stream) {
   }
 }
 
+inline uint8_t* aligned64(uint8_t* p) {
+  return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+}
+
 template <class V>
 class SimdIntKernel final : public IntKernel {
   static constexpr int P = IntTile<V::kLanes>::kTilePanels;
@@ -266,6 +349,19 @@ class SimdIntKernel final : public IntKernel {
                                                                        : WeightMode::int4) {}
 
   std::string_view name() const override { return name_; }
+  int64_t held_bytes() const override { return w_.bytes(); }
+
+  // The int8 values the micro-kernel sees for column `col` (test hook for the
+  // in-kernel decode of codes: undoes the +128 of the int8 layout).
+  void decoded_column(int64_t col, int8_t* out) const {
+    std::vector<uint8_t> buf(static_cast<size_t>(w_.kp * kPanelCols + 64));
+    uint8_t* panel = aligned64(buf.data());
+    const int64_t pn = col / kPanelCols, c = col % kPanelCols;
+    if (w_.codes) decode_panel<V>(w_, pn, panel);
+    else std::memcpy(panel, w_.panel(pn), static_cast<size_t>(w_.kp * kPanelCols));  // int8 layout
+    for (int64_t k = 0; k < w_.k; ++k)
+      out[k] = static_cast<int8_t>(panel[(k / 4) * 64 + 4 * c + k % 4] - 128);
+  }
 
   void forward(const float* x, int64_t m, float* y) const override {
     if (m <= 0) return;
@@ -343,7 +439,19 @@ class SimdIntKernel final : public IntKernel {
   void run_tile(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel, bool stream, float* y) const {
     alignas(64) int32_t acc[kMr * P * 16];
     const uint8_t* b[P];
-    for (int c = 0; c < P; ++c) b[c] = w_.panel(panel[c]);
+    if (w_.codes) {  // decode the P panels into this thread's int8 tile (L2-sized)
+      thread_local std::vector<uint8_t> tile;
+      const size_t bytes = static_cast<size_t>(P * w_.kp * kPanelCols);
+      if (tile.size() < bytes + 64) tile.resize(bytes + 64);
+      uint8_t* base = aligned64(tile.data());
+      for (int c = 0; c < P; ++c) {
+        b[c] = base + c * w_.kp * kPanelCols;
+        decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols);
+      }
+      stream = false;
+    } else {
+      for (int c = 0; c < P; ++c) b[c] = w_.panel(panel[c]);
+    }
     for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
       const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;

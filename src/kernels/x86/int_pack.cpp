@@ -1,8 +1,68 @@
 #include "kernels/x86/int_pack.hpp"
 
+#include <cmath>
 #include <cstring>
 
 namespace mixq::kernels::x86 {
+namespace {
+
+void pack_scale_bias(const IntLayerDesc& d, PackedIntWeights& p) {
+  p.scale.assign(static_cast<size_t>(p.panels * kPanelCols), 0.0f);
+  std::memcpy(p.scale.data(), d.weight_scale, static_cast<size_t>(d.n) * sizeof(float));
+  if (d.bias) {
+    p.bias.assign(static_cast<size_t>(p.panels * kPanelCols), 0.0f);
+    std::memcpy(p.bias.data(), d.bias, static_cast<size_t>(d.n) * sizeof(float));
+  }
+}
+
+// The codes layout of int_pack.hpp (K is a multiple of 8: no K padding).
+void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
+  const IntCodes& c = *d.codes;
+  p.group_size = c.group_size;
+  p.groups = d.k / c.group_size;
+  std::memcpy(p.levels, c.levels, sizeof(p.levels));
+  auto code = [&](int64_t n, int64_t k) -> int {
+    if (n >= d.n) return 0;
+    const uint8_t byte = c.codes[(n * d.k + k) / 2];
+    return k % 2 == 0 ? byte & 0xF : byte >> 4;
+  };
+  for (int64_t pn = 0; pn < p.panels; ++pn) {
+    uint8_t* dst = out + pn * p.panel_bytes;
+    for (int64_t k8 = 0; k8 < p.kp / 8; ++k8)
+      for (int col = 0; col < kPanelCols; ++col)
+        for (int t = 0; t < 4; ++t)
+          dst[k8 * 64 + 4 * col + t] =
+              static_cast<uint8_t>(code(16 * pn + col, 8 * k8 + t) | (code(16 * pn + col, 8 * k8 + 4 + t) << 4));
+  }
+  const size_t count = static_cast<size_t>(p.panels * p.groups * kPanelCols);
+  auto each_s_rel = [&](auto&& put) {
+    for (int64_t pn = 0; pn < p.panels; ++pn)
+      for (int64_t g = 0; g < p.groups; ++g)
+        for (int col = 0; col < kPanelCols; ++col) {
+          const int64_t n = 16 * pn + col;
+          if (n < d.n) put((pn * p.groups + g) * kPanelCols + col, n * p.groups + g);
+        }
+  };
+  if (c.s_rel_e4m3) {
+    p.s_rel_e4m3.assign(count, 0);  // E4M3 byte 0 is +0.0
+    each_s_rel([&](int64_t to, int64_t from) { p.s_rel_e4m3[static_cast<size_t>(to)] = c.s_rel_e4m3[from]; });
+    p.code_lut.assign(256 * 16, static_cast<int8_t>(0x80));  // weight 0
+    for (int b = 0; b < 256; ++b) {
+      const float s = e4m3_to_f32(static_cast<uint8_t>(b));
+      if (!std::isfinite(s)) continue;  // NaN bytes: rejected by the format's validation
+      for (int code = 0; code < 16; ++code)
+        p.code_lut[static_cast<size_t>(16 * b + code)] = static_cast<int8_t>(c.decode(static_cast<uint8_t>(code), s) ^ 0x80);
+    }
+  } else {
+    p.s_rel_f32.assign(count, 0.0f);
+    each_s_rel([&](int64_t to, int64_t from) {
+      std::memcpy(&p.s_rel_f32[static_cast<size_t>(to)], static_cast<const char*>(c.s_rel_f32) + 4 * from, 4);
+    });
+  }
+  pack_scale_bias(d, p);
+}
+
+}  // namespace
 
 PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   PackedIntWeights p;
@@ -11,8 +71,9 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   p.kp = (d.k + 7) / 8 * 8;
   p.panels = ((d.n + kPanelCols - 1) / kPanelCols + 3) / 4 * 4;
   p.int4 = d.int4_weights;
+  p.codes = d.codes != nullptr;
   p.weight_bias = p.int4 ? 8 : 128;
-  p.panel_bytes = p.int4 ? p.kp * kPanelCols / 2 : p.kp * kPanelCols;
+  p.panel_bytes = p.int4 || p.codes ? p.kp * kPanelCols / 2 : p.kp * kPanelCols;
   p.data.assign(static_cast<size_t>(p.panels * p.panel_bytes + 64), 0);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p.data.data());
   p.aligned = p.data.data() + ((64 - addr % 64) % 64);
@@ -20,6 +81,10 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   auto w = [&](int64_t n, int64_t k) -> int {
     return (n < d.n && k < d.k) ? int_desc_weight(d, n, k) : 0;
   };
+  if (p.codes) {
+    pack_codes(d, p, out);
+    return p;
+  }
   for (int64_t pn = 0; pn < p.panels; ++pn) {
     uint8_t* dst = out + pn * p.panel_bytes;
     if (!p.int4) {
@@ -37,12 +102,7 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
           }
     }
   }
-  p.scale.assign(static_cast<size_t>(p.panels * kPanelCols), 0.0f);
-  std::memcpy(p.scale.data(), d.weight_scale, static_cast<size_t>(d.n) * sizeof(float));
-  if (d.bias) {
-    p.bias.assign(static_cast<size_t>(p.panels * kPanelCols), 0.0f);
-    std::memcpy(p.bias.data(), d.bias, static_cast<size_t>(d.n) * sizeof(float));
-  }
+  pack_scale_bias(d, p);
   return p;
 }
 

@@ -15,7 +15,12 @@
 //   int8: panel p, step kk (4 k's): 64 bytes; byte 4c + t = w[16p + c][4kk + t] + 128
 //   int4: panel p, step k8 (8 k's): 64 bytes; byte 4c + t has
 //         low nibble w[16p + c][8k8 + t] + 8, high nibble w[16p + c][8k8 + 4 + t] + 8
-// Padding (columns past N, k past K) holds weight 0 (byte 128 / nibble 8).
+//   codes (IntCodes, asym_w4a8_int8): the int4 layout holding the raw codes
+//         0..15, plus s_rel per (panel, group): 16 values (E4M3 bytes or f32,
+//         the stored width) at [(panel · groups + group) · 16 + c]. The
+//         kernel decodes a panel into the int8 layout above just before use.
+// Padding (columns past N, k past K) holds weight 0 (byte 128 / nibble 8; for
+// codes, s_rel 0, which decodes every code to 0).
 // Activations (a panel of kMr tokens, contiguous over K):
 //   step kk: kMr·4 bytes; bytes 4r .. 4r+3 = q_x[row r][4kk .. 4kk+3]; padding 0.
 #include <cstdint>
@@ -38,6 +43,20 @@ struct PackedIntWeights {
   std::vector<uint8_t> data;  // panels * panel_bytes, 64-byte aligned start
   std::vector<float> scale;   // [panels * 16], padding 0
   std::vector<float> bias;    // [panels * 16] or empty
+  // Codes (int4 is false: the decoded panels are int8, weight_bias 128).
+  bool codes = false;
+  int64_t group_size = 0, groups = 0;  // K / group_size groups per row
+  std::vector<uint8_t> s_rel_e4m3;     // [panels][groups][16] or empty
+  std::vector<float> s_rel_f32;        // [panels][groups][16] or empty
+  // E4M3 s_rel: the decoded table of every E4M3 byte, [256][16] as the u8
+  // operand: code_lut[16·b + code] = w8 + 128 (i.e. w8 ^ 0x80), w8 the §3.7
+  // decode of `code` at s_rel = e4m3(b).
+  std::vector<int8_t> code_lut;
+  float levels[16] = {};
+  int64_t bytes() const {
+    return static_cast<int64_t>(data.size() + 4 * (scale.size() + bias.size() + s_rel_f32.size()) +
+                                s_rel_e4m3.size() + code_lut.size());
+  }
   const uint8_t* panel(int64_t p) const { return aligned + p * panel_bytes; }
   const uint8_t* aligned = nullptr;
 };

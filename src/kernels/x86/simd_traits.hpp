@@ -337,5 +337,60 @@ struct Avx512 {
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
 
+// ---- Per-column byte tables (the in-kernel decode of 4-bit codes, int_gemm_impl.hpp) ----
+// A vector in the int8 weight-panel layout (int_pack.hpp: byte 4c + t belongs
+// to column c, kLanes columns per vector) looked up in a 16-entry byte table
+// per column. vpshufb looks up within each 128-bit lane (4 columns), so the
+// tables are held as 4 vectors: vector j holds in lane q the table of the
+// lane's column j (column 4q + j of the vector), and the 4 lookups are merged
+// per 32-bit element (one column each). Keyed by kLanes so that Avx2Vnni
+// shares the Avx2 version.
+template <int Lanes>
+struct ColumnTables;
+
+#if defined(__AVX2__)
+template <>
+struct ColumnTables<8> {
+  using I = __m256i;
+  // Vector j for the 8 columns whose tables are t[0..7].
+  static I load(const int8_t* const* t, int j) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[j]));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[4 + j]));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  }
+  // tab[4] from load(); idx bytes 0..15.
+  static I lookup(const I* tab, I idx) {
+    I r = _mm256_shuffle_epi8(tab[0], idx);
+    r = _mm256_blend_epi32(r, _mm256_shuffle_epi8(tab[1], idx), 0x22);
+    r = _mm256_blend_epi32(r, _mm256_shuffle_epi8(tab[2], idx), 0x44);
+    return _mm256_blend_epi32(r, _mm256_shuffle_epi8(tab[3], idx), 0x88);
+  }
+};
+#endif  // __AVX2__
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <>
+struct ColumnTables<16> {
+  using I = __m512i;
+  static I load(const int8_t* const* t, int j) {
+    auto lane = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[4 * q + j])); };
+    I v = _mm512_zextsi128_si512(lane(0));
+    v = _mm512_inserti32x4(v, lane(1), 1);
+    v = _mm512_inserti32x4(v, lane(2), 2);
+    return _mm512_inserti32x4(v, lane(3), 3);
+  }
+  static I lookup(const I* tab, I idx) {
+    I r = _mm512_shuffle_epi8(tab[0], idx);
+    r = _mm512_mask_blend_epi32(0x2222, r, _mm512_shuffle_epi8(tab[1], idx));
+    r = _mm512_mask_blend_epi32(0x4444, r, _mm512_shuffle_epi8(tab[2], idx));
+    return _mm512_mask_blend_epi32(0x8888, r, _mm512_shuffle_epi8(tab[3], idx));
+  }
+};
+#pragma GCC diagnostic pop
+#endif  // __AVX512F__
+
 }  // namespace
 }  // namespace mixq::kernels::x86
