@@ -7,6 +7,9 @@
 // avx512 with each float dot). N is a multiple of 16 here: the panels pad N
 // to 16 columns. Before the weights stayed 8-bit, FP8 / MXFP8 layers held
 // bf16 panels (2x the file) and full-precision ones f32 copies (4x).
+// The integer family's fast kernels too: INT8 + ConvRot, ConvRot W4A4 and
+// asym_w4a8_int8, whose kernels keep the 4-bit codes and s_rel as stored and
+// decode them in the GEMM (before: the codes decoded to int8, 2x the file).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -106,6 +109,41 @@ TEST(LinearPackedBytes, FloatLayersHoldAtMostTheStoredBytes) {
   }
   kernels::set_isa(kernels::best_isa());
   kernels::set_float_dot(std::nullopt);
+}
+
+TEST(LinearPackedBytes, IntegerFastKernelsHoldAtMostTheStoredBytes) {
+  // 1024 x 1024: asym_w4a8_int8's kernel adds a fixed 4 KiB table (the decode
+  // of every E4M3 s_rel byte), 0.7% of this layer's file.
+  constexpr int64_t n = 1024, k = 1024;
+  struct Case {
+    const char* format;
+    nlohmann::json params;
+  };
+  const Case cases[] = {
+      {"asym_w4a8_int8", nlohmann::json::object()},  // codebook, E4M3 s_rel
+      {"asym_w4a8_int8", {{"mode", "uniform"}, {"scale_dtype", "f32"}}},
+      {"int8_tensorwise", {{"convrot", true}}},
+      {"convrot_w4a4", nlohmann::json::object()},
+  };
+  std::vector<kernels::Isa> paths;  // the reference holds int8 [n, k] copies: not bounded here
+  if (kernels::best_isa() >= kernels::Isa::avx2) paths.push_back(kernels::Isa::avx2);
+  if (kernels::best_isa() >= kernels::Isa::avx512) paths.push_back(kernels::Isa::avx512);
+  for (const kernels::Isa isa : paths) {
+    kernels::set_isa(isa);
+    for (const Case& c : cases) {
+      const auto built = linear::make_random_layer(*find_format(c.format), c.params, n, k, 11);
+      const Layer& layer = built->layer;
+      const auto lin = Linear::create(layer);
+      const std::optional<int64_t> held = lin->packed_bytes();
+      ASSERT_TRUE(held.has_value()) << c.format;
+      const double file = static_cast<double>(layer.bytes());
+      std::printf("%-16s %-40s %-12s packed %9lld B, file %9.0f B: %.3fx\n", c.format, c.params.dump().c_str(),
+                  std::string(lin->kernel_name()).c_str(), static_cast<long long>(*held), file, *held / file);
+      EXPECT_LE(static_cast<double>(*held), 1.05 * file) << c.format << " on " << lin->kernel_name();
+      EXPECT_GE(static_cast<double>(*held), 0.9 * file) << c.format << " on " << lin->kernel_name();
+    }
+  }
+  kernels::set_isa(kernels::best_isa());
 }
 
 }  // namespace

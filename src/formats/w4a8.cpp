@@ -117,44 +117,71 @@ int8_t w4a8_decode_code(uint8_t code, float s_rel, const float* codebook) {
   return static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
 }
 
-W4a8Decoded w4a8_decode(const Layer& layer) {
+W4a8Codes w4a8_codes(const Layer& layer) {
   const auto [n, k, gs, g] = geometry(layer);
-  W4a8Decoded d;
-  d.n = n;
-  d.k = k;
-  d.group_size = gs;
-  d.convrot_groupsize = g;
+  W4a8Codes c;
+  c.n = n;
+  c.k = k;
+  c.group_size = gs;
+  c.convrot_groupsize = g;
   const int64_t groups = k / gs;
+  const TensorView& w = layer.tensor("weight");
+  if (static_cast<int64_t>(w.data.size()) != n * (k / 2))
+    fail("layer '{}': weight holds {} bytes, expected {}", layer.prefix, w.data.size(), n * (k / 2));
+  c.codes = reinterpret_cast<const uint8_t*>(w.data.data());
   // s_rel: U8 bytes are E4M3 (ComfyUI views them as float8_e4m3fn).
-  const TensorView& s_rel_view = layer.tensor("weight_s_rel");
-  std::vector<float> s_rel;
-  if (s_rel_view.dtype == DType::U8) {
-    s_rel.resize(s_rel_view.data.size());
-    for (size_t i = 0; i < s_rel.size(); ++i) s_rel[i] = e4m3_to_f32(static_cast<uint8_t>(s_rel_view.data[i]));
-  } else {
-    s_rel = w4::floats(s_rel_view);
+  const TensorView& s_rel = layer.tensor("weight_s_rel");
+  const bool bytes = s_rel.dtype == DType::U8 || s_rel.dtype == DType::F8_E4M3;
+  if (!bytes && s_rel.dtype != DType::F32)
+    fail("layer '{}': weight_s_rel must be F8_E4M3, U8 or F32, found {}", layer.prefix, dtype_name(s_rel.dtype));
+  if (static_cast<int64_t>(s_rel.data.size()) != n * groups * (bytes ? 1 : 4))
+    fail("layer '{}': weight_s_rel holds {} bytes, expected {} values", layer.prefix, s_rel.data.size(), n * groups);
+  for (int64_t i = 0; i < n * groups; ++i) {
+    float v;
+    if (bytes) {
+      v = e4m3_to_f32(static_cast<uint8_t>(s_rel.data[static_cast<size_t>(i)]));
+    } else {
+      std::memcpy(&v, s_rel.data.data() + 4 * i, 4);
+    }
+    if (!std::isfinite(v))
+      fail("layer '{}': weight_s_rel[{}, {}] is not finite ({})", layer.prefix, i / groups, i % groups, v);
   }
-  if (static_cast<int64_t>(s_rel.size()) != n * groups)
-    fail("layer '{}': weight_s_rel holds {} values, expected {}", layer.prefix, s_rel.size(), n * groups);
-  for (size_t i = 0; i < s_rel.size(); ++i)
-    if (!std::isfinite(s_rel[i]))
-      fail("layer '{}': weight_s_rel[{}, {}] is not finite ({})", layer.prefix, i / groups, i % groups, s_rel[i]);
-  std::vector<float> codebook;
+  if (bytes) c.s_rel_e4m3 = reinterpret_cast<const uint8_t*>(s_rel.data.data());
+  else c.s_rel_f32 = s_rel.data.data();
   if (const TensorView* cb = layer.find("weight_codebook")) {
-    codebook = w4::floats(*cb);
-    for (float v : codebook)
+    c.codebook = w4::floats(*cb);
+    for (float v : c.codebook)
       if (!std::isfinite(v)) fail("layer '{}': weight_codebook holds a non-finite level", layer.prefix);
   }
-  const float* book = codebook.empty() ? nullptr : codebook.data();
-  const TensorView& w = layer.tensor("weight");
-  d.w8.resize(static_cast<size_t>(n * k));
-  for (int64_t r = 0; r < n; ++r) {
-    const std::byte* row = w.data.data() + r * (k / 2);
-    for (int64_t c = 0; c < k; ++c)
-      d.w8[r * k + c] = w4a8_decode_code(w4::nibble(row, c), s_rel[r * groups + c / gs], book);
+  c.s_channel = w4::floats(layer.tensor("weight_s_channel"));
+  return c;
+}
+
+W4a8Decoded w4a8_decode(const Layer& layer) {
+  const W4a8Codes c = w4a8_codes(layer);
+  W4a8Decoded d;
+  d.n = c.n;
+  d.k = c.k;
+  d.group_size = c.group_size;
+  d.convrot_groupsize = c.convrot_groupsize;
+  const int64_t groups = c.k / c.group_size;
+  const float* book = c.codebook.empty() ? nullptr : c.codebook.data();
+  d.w8.resize(static_cast<size_t>(c.n * c.k));
+  for (int64_t r = 0; r < c.n; ++r) {
+    const auto* row = reinterpret_cast<const std::byte*>(c.codes + r * (c.k / 2));
+    for (int64_t col = 0; col < c.k; ++col) {
+      const int64_t i = r * groups + col / c.group_size;
+      float s;
+      if (c.s_rel_e4m3) {
+        s = e4m3_to_f32(c.s_rel_e4m3[i]);
+      } else {
+        std::memcpy(&s, static_cast<const char*>(c.s_rel_f32) + 4 * i, 4);
+      }
+      d.w8[r * c.k + col] = w4a8_decode_code(w4::nibble(row, col), s, book);
+    }
   }
-  d.s_channel = w4::floats(layer.tensor("weight_s_channel"));
-  if (const TensorView* c = layer.find("weight_correction")) d.correction = w4::floats(*c);
+  d.s_channel = c.s_channel;
+  if (const TensorView* corr = layer.find("weight_correction")) d.correction = w4::floats(*corr);
   return d;
 }
 

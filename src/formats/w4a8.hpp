@@ -27,6 +27,19 @@ extern const float kW4a8LloydMax[16];
 // when `codebook` is null) and an fp32 product. s_rel must be finite.
 int8_t w4a8_decode_code(uint8_t code, float s_rel, const float* codebook);
 
+// A validated layer's stored pieces, checked (non-finite s_rel / codebook is
+// an Error) but not decoded: views into the layer's tensors (valid while the
+// layer's data is) and small owned arrays.
+struct W4a8Codes {
+  int64_t n = 0, k = 0, group_size = 16, convrot_groupsize = 256;
+  const uint8_t* codes = nullptr;       // weight [N, K/2]
+  const uint8_t* s_rel_e4m3 = nullptr;  // weight_s_rel [N, K/gs] as E4M3 bytes (F8_E4M3 or U8), or
+  const void* s_rel_f32 = nullptr;      // ... as f32 (unaligned)
+  std::vector<float> codebook;          // [16] or empty (levels code - 8)
+  std::vector<float> s_channel;         // [N]
+};
+W4a8Codes w4a8_codes(const Layer& layer);
+
 // A validated layer's pieces as f32 / int8 arrays.
 struct W4a8Decoded {
   int64_t n = 0, k = 0, group_size = 16, convrot_groupsize = 256;

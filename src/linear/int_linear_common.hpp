@@ -2,6 +2,7 @@
 // Shared glue of the integer-family Linears: a Linear that owns an IntKernel,
 // and readers for the scale and bias tensors every integer format binds.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ class IntLinear final : public Linear {
       : Linear(k, n), kernel_(std::move(kernel)) {}
   void forward(const float* x, int64_t m, float* y) const override { kernel_->forward(x, m, y); }
   std::string_view kernel_name() const override { return kernel_->name(); }
+  std::optional<int64_t> packed_bytes() const override { return kernel_->held_bytes(); }
 
  private:
   std::unique_ptr<kernels::IntKernel> kernel_;

@@ -1,8 +1,10 @@
-// asym_w4a8_int8 linear (docs/FORMATS.md §3.7): the 4-bit codes are decoded
-// once to int8 with the §3.7 formula, then the layer IS an INT8 + ConvRot
-// layer with the per-row scale weight_s_channel: it runs on the integer
-// family's kernels (reference and fast) with Q8row activations and the
-// (s_x·s_w) epilogue. With weight_correction (or full_precision_matrix_mult)
+// asym_w4a8_int8 linear (docs/FORMATS.md §3.7): the layer IS an INT8 +
+// ConvRot layer whose int8 weight is the §3.7 decode of the 4-bit codes, with
+// the per-row scale weight_s_channel: it runs on the integer family's kernels
+// (reference and fast) with Q8row activations and the (s_x·s_w) epilogue. The
+// kernels get the codes and s_rel as stored (kernels::IntCodes): the fast
+// ones keep them at 4 bits and decode inside the GEMM, bit-identical to the
+// decoded int8 weight. With weight_correction (or full_precision_matrix_mult)
 // it runs the eager float path: dequantize to the original basis, f32 linear.
 // Also home of make_dense_f32 (w4a8_linear.hpp).
 #include "linear/w4a8_linear.hpp"
@@ -73,19 +75,25 @@ std::unique_ptr<Linear> make_asym_w4a8_int8(const Layer& layer, const LinearOpti
     record.dequantize(layer, Basis::original, w.data());
     return make_dense_f32(layer, std::move(w), options, full_precision(layer) ? "dequant" : "w4a8_correction");
   }
-  const formats::W4a8Decoded d = formats::w4a8_decode(layer);
-  if (d.n != n || d.k != k)
-    fail("layer '{}': decoded W4A8 weight is [{}, {}], layer says [{}, {}]", layer.prefix, d.n, d.k, n, k);
+  const formats::W4a8Codes c = formats::w4a8_codes(layer);
+  if (c.n != n || c.k != k)
+    fail("layer '{}': W4A8 weight is [{}, {}], layer says [{}, {}]", layer.prefix, c.n, c.k, n, k);
   const std::vector<float> bias = read_bias(layer, n);
+  kernels::IntCodes codes;
+  codes.codes = c.codes;
+  codes.s_rel_e4m3 = c.s_rel_e4m3;
+  codes.s_rel_f32 = c.s_rel_f32;
+  for (int i = 0; i < 16; ++i) codes.levels[i] = c.codebook.empty() ? static_cast<float>(i - 8) : c.codebook[i];
+  codes.group_size = c.group_size;
   kernels::IntLayerDesc desc;
   desc.n = n;
   desc.k = k;
-  desc.group = d.convrot_groupsize;
+  desc.group = c.convrot_groupsize;
   desc.act = kernels::ActQuant::q8row;
   desc.epilogue = kernels::Epilogue::scale_product;
   desc.int4_weights = false;  // decoded values span [-127, 127]
-  desc.weight = d.w8.data();
-  desc.weight_scale = d.s_channel.data();
+  desc.codes = &codes;
+  desc.weight_scale = c.s_channel.data();
   desc.bias = bias.empty() ? nullptr : bias.data();
   return make_int_linear(layer, desc, options);
 }
