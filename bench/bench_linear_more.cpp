@@ -1,7 +1,8 @@
 // Side-by-side: the three "more" formats against oneDNN on the same shapes,
 // and against this machine's VNNI / bf16 peaks and read bandwidth measured in
 // the same run (bench/support):
-//   asym_w4a8_int8 (decoded once to int8, INT8+ConvRot kernels) vs oneDNN u8·s8→f32,
+//   asym_w4a8_int8 (4-bit codes decoded per tile inside the INT8+ConvRot
+//                   kernels) vs oneDNN u8·s8→f32,
 //   awq_w4a16      (4-bit codes decoded in registers to bf16 for `vdpbf16ps`,
 //                   or to f32 for `vfmadd231ps`: both rows, kernels::set_float_dot)
 //                                                                vs oneDNN bf16·bf16→f32,
@@ -16,9 +17,8 @@
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
 //   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
-// At M = 1, "w GB/s" counts the bytes the kernel streams per call (its packed
-// weights + per-group parameters, see streamed_bytes()), which for W4A8 is the
-// decoded int8 weight (1 B/weight), not the 0.5625 B/weight of the checkpoint.
+// At M = 1, "w GB/s" counts the bytes the kernel streams per call: what the
+// Linear holds (Linear::packed_bytes: codes, per-group parameters, bias).
 // Usage: bench_linear_more [--quick]   (--quick: fewer, shorter repetitions)
 #include <algorithm>
 #include <cstdio>
@@ -74,32 +74,22 @@ const char* baseline_name(OnednnType t) {
   return t == OnednnType::u8s8_f32 ? "oneDNN u8s8->f32" : "oneDNN bf16->f32";
 }
 
-// Bytes one M = 1 call streams from memory (packed layouts of the kernels):
-//   W4A8: int8 panels (1 B/weight) + f32 row scale;
-//   AWQ: 4-bit codes + f32 scale and zero per (64-group, column);
-//   SVDQuant: 4-bit codes + f32 scale and int32 code-sum term per (64-group,
-//   column) + f32 proj_down [K, R] and proj_up [R, N].
-double streamed_bytes(Kind kind, int64_t k, int64_t n) {
-  const double kn = double(k) * double(n);
-  switch (kind) {
-    case Kind::w4a8: return kn + 4.0 * n;
-    case Kind::awq: return kn / 2 + 8.0 * kn / 64;
-    case Kind::svdquant: return kn / 2 + 8.0 * kn / 64 + 4.0 * kSvdRank * double(k + n);
-  }
-  return kn;
-}
-
 std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_activations(m * k); }
 
 // Linears over `copies` separate repacked copies of one quantized layer.
+// `streamed`: the bytes one M = 1 call reads, i.e. what the Linear holds
+// (Linear::packed_bytes: packed weights, scales, bias; the checkpoint's bytes
+// for a layer kind that does not count them).
 struct OurLayers {
   std::unique_ptr<mixq::linear::SyntheticLayer> synthetic;
   std::unique_ptr<SvdLayer> svd;
   mixq::bench::LinearRing copies;
+  double streamed = 0;
   const mixq::Linear& take() { return copies.take(); }
 };
 
-OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
+// One Linear, or (ring) as many copies as make a ring >= kRingLlcFactor x the LLC.
+OurLayers make_ours(const Ours& o, int64_t k, int64_t n, bool ring) {
   OurLayers out;
   const mixq::Layer* layer = nullptr;
   if (o.kind == Kind::svdquant) {
@@ -112,7 +102,10 @@ OurLayers make_ours(const Ours& o, int64_t k, int64_t n, int copies) {
     layer = &out.synthetic->layer;
   }
   mixq::kernels::set_float_dot(o.dot);
-  for (int c = 0; c < copies; ++c) out.copies.push_back(mixq::Linear::create(*layer));
+  out.copies.push_back(mixq::Linear::create(*layer));
+  out.streamed = static_cast<double>(out.copies[0].packed_bytes().value_or(layer->bytes()));
+  const int copies = ring ? mixq::bench::ring_copies(out.streamed) : 1;
+  for (int c = 1; c < copies; ++c) out.copies.push_back(mixq::Linear::create(*layer));
   mixq::kernels::set_float_dot(std::nullopt);
   return out;
 }
@@ -174,7 +167,7 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < kNumOurs; ++i) {
       const bool int8 = kOurs[i].baseline == OnednnType::u8s8_f32;
-      OurLayers ours = make_ours(kOurs[i], K, N, 1);
+      OurLayers ours = make_ours(kOurs[i], K, N, false);
       const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
       ours_t[i][threads] = t.median;
       const double gops = ops / t.median / 1e9;
@@ -215,8 +208,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     for (const Ours& o : kOurs) {
-      const double bytes = streamed_bytes(o.kind, k, n);
-      OurLayers ours = make_ours(o, k, n, copies_for(bytes));
+      OurLayers ours = make_ours(o, k, n, true);
+      const double bytes = ours.streamed;
       const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
       const double gbs = bytes / t.median / 1e9;
       const double base = base_us[o.baseline == OnednnType::u8s8_f32 ? 0 : 1];
