@@ -32,6 +32,7 @@
 
 #include "kernels/hadamard_fast_impl.hpp"
 #include "util/parallel.hpp"
+#include "util/phase_timer.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/threads.hpp"
@@ -372,6 +373,7 @@ class SimdIntKernel final : public IntKernel {
  private:
   // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk.
   void prepare(const float* x, int64_t rows, ActBlock& blk) const {
+    util::PhaseScope phase("rotate + quantize activations");
     const int64_t k = w_.k, kp = w_.kp;
     const int64_t panels = (rows + kMr - 1) / kMr;
     blk.q.assign(static_cast<size_t>(panels * kp * kMr), 0);
@@ -440,6 +442,7 @@ class SimdIntKernel final : public IntKernel {
     alignas(64) int32_t acc[kMr * P * 16];
     const uint8_t* b[P];
     if (w_.codes) {  // decode the P panels into this thread's int8 tile (L2-sized)
+      util::PhaseScope phase("decode 4-bit codes");
       thread_local std::vector<uint8_t> tile;
       const size_t bytes = static_cast<size_t>(P * w_.kp * kPanelCols);
       if (tile.size() < bytes + 64) tile.resize(bytes + 64);
@@ -452,6 +455,7 @@ class SimdIntKernel final : public IntKernel {
     } else {
       for (int c = 0; c < P; ++c) b[c] = w_.panel(panel[c]);
     }
+    util::PhaseScope phase("integer GEMM + epilogue");
     for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
       const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
