@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/stored_floats.hpp"
+
 namespace mixq::kernels::x86 {
 namespace {
 
@@ -56,6 +58,13 @@ struct Avx2 {
   static F loadz(M m, const float* p) { return _mm256_maskload_ps(p, m); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store(float* p, M m, F v) { _mm256_maskstore_ps(p, m, v); }
+  // kLanes 16-bit floats at p widened to f32, both exact: F16C vcvtph2ps for
+  // f16; bf16 is the high half of an f32, so zero-extend and shift left 16.
+  static F load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F load_bf16(const uint16_t* p) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
+  }
 
   // ---- float arithmetic ----
   static F zero() { return _mm256_setzero_ps(); }
@@ -244,6 +253,11 @@ struct Avx512 {
   static F loadz(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store(float* p, M m, F v) { _mm512_mask_storeu_ps(p, m, v); }
+  static F load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F load_bf16(const uint16_t* p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+  }
 
   // ---- float arithmetic ----
   static F zero() { return _mm512_setzero_ps(); }
@@ -391,6 +405,27 @@ struct ColumnTables<16> {
 };
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
+
+// A StoredFloats array as the kernels read it: kLanes elements from index i
+// widened to f32 (exact at every width). Taken once per loop (the width does
+// not change inside), so the branch is on a loop-invariant value.
+struct StoredView {
+  FloatWidth width;
+  const void* base;
+  explicit StoredView(const StoredFloats& s)
+      : width(s.width()), base(s.width() == FloatWidth::f32 ? static_cast<const void*>(s.f32()) : s.h16()) {}
+  template <class V>
+  typename V::F load(int64_t i) const {
+    switch (width) {
+      case FloatWidth::f16: return V::load_f16(static_cast<const uint16_t*>(base) + i);
+      case FloatWidth::bf16: return V::load_bf16(static_cast<const uint16_t*>(base) + i);
+      default: return V::load(static_cast<const float*>(base) + i);
+    }
+  }
+  // Address of element i (prefetches) and the bytes of n elements.
+  const char* at(int64_t i) const { return static_cast<const char*>(base) + i * elem(); }
+  int64_t elem() const { return width == FloatWidth::f32 ? 4 : 2; }
+};
 
 }  // namespace
 }  // namespace mixq::kernels::x86
