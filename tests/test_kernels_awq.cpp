@@ -5,7 +5,9 @@
 // acc + bias. Every tile shape (1..16 rows and remainders, partial column
 // panels, 1..4-panel tiles) and both the small-M (panel-split, prefetching)
 // and large-M (row-chunk) paths must give these bits, so the two targets
-// agree with each other bit for bit.
+// agree with each other bit for bit. The scale and zero are packed at each
+// stored width (F32, F16, BF16: the kernels widen them as they load); the
+// model then reads the widened values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 
 #include "kernels/cpu.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
+#include "mixq/numeric.hpp"
 #include "support/kernel_paths.hpp"
 
 namespace mixq {
@@ -64,15 +67,32 @@ std::vector<float> model(const AwqCase& c, const std::vector<float>& x, int64_t 
 
 using KernelFn = void (*)(const kernels::x86::AwqPacked&, const float*, int64_t, float*);
 
-void check_kernel(KernelFn fn) {
+// c's scale / zeros rounded to `width` (bits into `h16`), so that c holds
+// the values the kernel widens; the source to pack from.
+kernels::FloatSource at_width(std::vector<float>& values, std::vector<uint16_t>& h16, kernels::FloatWidth width) {
+  if (width == kernels::FloatWidth::f32) return kernels::FloatSource::of(values.data());
+  h16.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    h16[i] = width == kernels::FloatWidth::f16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+    values[i] = width == kernels::FloatWidth::f16 ? f16_to_f32(h16[i]) : bf16_to_f32(h16[i]);
+  }
+  return {width, h16.data()};
+}
+
+void check_kernel(KernelFn fn, kernels::FloatWidth width) {
   // n: partial panels (13, 17, 40), several 4-panel tiles + remainder (100,
   // 300); group 2 (one k pair per group) to 128.
   for (auto [n, k, g] : {std::tuple<int64_t, int64_t, int64_t>{40, 192, 64}, {17, 96, 32}, {64, 128, 128},
                          {13, 64, 64}, {100, 256, 2}, {300, 512, 64}}) {
     for (bool bias : {false, true}) {
-      const AwqCase c = make_case(n, k, g, bias, static_cast<uint32_t>(n * 31 + k + g));
-      const kernels::x86::AwqPacked w =
-          kernels::x86::awq_pack(c.codes.data(), c.scale.data(), c.zeros.data(), n, k, g, c.bias);
+      AwqCase c = make_case(n, k, g, bias, static_cast<uint32_t>(n * 31 + k + g));
+      std::vector<uint16_t> scale16, zeros16;
+      const kernels::FloatSource scale = at_width(c.scale, scale16, width);
+      const kernels::FloatSource zeros = at_width(c.zeros, zeros16, width);
+      const kernels::x86::AwqPacked w = kernels::x86::awq_pack(c.codes.data(), scale, zeros, n, k, g, c.bias);
+      // Held at the stored width: 2 bytes per value for F16 / BF16.
+      const size_t bytes_per_value = width == kernels::FloatWidth::f32 ? 4 : 2;
+      ASSERT_EQ(w.scale.bytes(), static_cast<size_t>(w.panels * 16 * (k / g)) * bytes_per_value);
       for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 131}) {
         std::mt19937 rng(static_cast<uint32_t>(m));
         std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -82,7 +102,8 @@ void check_kernel(KernelFn fn) {
         std::vector<float> got(want.size(), std::nanf(""));
         fn(w, x.data(), m, got.data());
         ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-            << "n=" << n << " k=" << k << " group=" << g << " m=" << m << " bias=" << bias;
+            << "n=" << n << " k=" << k << " group=" << g << " m=" << m << " bias=" << bias
+            << " width=" << static_cast<int>(width);
       }
     }
   }
@@ -90,12 +111,14 @@ void check_kernel(KernelFn fn) {
 
 TEST(AwqKernels, Avx2IsTheExactFmaModel) {
   if (!testing::kernel_path("awq:avx2_fma", kernels::Isa::avx2)) GTEST_SKIP() << "no AVX2 + FMA";
-  check_kernel(kernels::x86::awq_avx2);
+  for (auto width : {kernels::FloatWidth::f32, kernels::FloatWidth::f16, kernels::FloatWidth::bf16})
+    check_kernel(kernels::x86::awq_avx2, width);
 }
 
 TEST(AwqKernels, Avx512FmaIsTheExactFmaModel) {
   if (!testing::kernel_path("awq:avx512_fma", kernels::Isa::avx512)) GTEST_SKIP() << "no AVX-512";
-  check_kernel(kernels::x86::awq_avx512_fma);
+  for (auto width : {kernels::FloatWidth::f32, kernels::FloatWidth::f16, kernels::FloatWidth::bf16})
+    check_kernel(kernels::x86::awq_avx512_fma, width);
 }
 
 }  // namespace

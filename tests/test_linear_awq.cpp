@@ -18,6 +18,7 @@
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "mixq/linear.hpp"
+#include "mixq/numeric.hpp"
 #include "support/kernel_paths.hpp"
 #include "support/test_support.hpp"
 #include "test_format_helpers.hpp"
@@ -94,6 +95,60 @@ TEST(AwqLinear, ReferenceIsTheDequantizedFloatLinear) {
       for (int64_t c = 0; c < k; ++c) want += x[i * k + c] * deq[j * k + c];
       EXPECT_EQ(y[i * n + j], want + b[j]);  // fp32 in k order, bias last
     }
+}
+
+// The fast layers keep the per-group scale and zero at the width the file
+// stores them (BF16, F16 or F32), widened exactly in the kernel: the same
+// values stored at any width give the same output bits, and the layer holds
+// exactly the file's bytes (N a multiple of the 16-column panels: codes, both
+// 16-bit or 32-bit tables, and the F32 bias).
+TEST(AwqLinear, FastLayerKeepsScalesAtTheStoredWidth) {
+  IsaGuard guard;
+  const int64_t n = 64, k = 256, g = 64, m = 3;
+  const std::vector<float> w = testing::random_floats(n * k, 71, 0.05f);
+  const std::vector<float> b = testing::random_floats(n, 72, 0.1f);
+  const std::vector<float> x = testing::random_floats(m * k, 73, 1.0f);
+  QuantizedLayer q = formats::awq_w4a16_format().quantize(w.data(), n, k, {{"group_size", g}});
+  const auto floats = [](const OwnedTensor& t) {
+    TensorView v;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.data = t.data;
+    return to_f32(v);
+  };
+  for (int isa = 1; isa <= 2; ++isa) {
+    const char* want = isa == 1 ? "awq:avx2_fma" : "awq:avx512_fma";
+    if (!testing::kernel_path(want, static_cast<kernels::Isa>(isa))) continue;
+    kernels::set_isa(static_cast<kernels::Isa>(isa));
+    kernels::set_float_dot(kernels::FloatDot::fma);
+    std::vector<float> first;
+    for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+      std::vector<OwnedTensor> tensors;
+      for (const OwnedTensor& t : q.tensors) {
+        if (t.name == "weight") {
+          tensors.push_back(t);
+          continue;
+        }
+        const std::vector<float> v = floats(t);
+        tensors.push_back(OwnedTensor{t.name, dt, t.shape, from_f32(dt, v)});
+        // The quantizer's BF16 values are exact at every width here.
+        ASSERT_EQ(floats(tensors.back()), v) << t.name;
+      }
+      tensors.push_back(testing::f32_tensor("bias", {n}, b));
+      nlohmann::json marker = q.marker;
+      marker.erase("format");
+      auto l = testing::bind_layer(formats::awq_w4a16_format(), std::move(tensors), marker);
+      validate_layer(l->layer);
+      auto lin = Linear::create(l->layer, {KernelChoice::automatic});
+      ASSERT_EQ(lin->kernel_name(), want);
+      ASSERT_TRUE(lin->packed_bytes().has_value());
+      EXPECT_EQ(*lin->packed_bytes(), static_cast<int64_t>(l->layer.bytes())) << dtype_name(dt);
+      std::vector<float> y(m * n);
+      lin->forward(x.data(), m, y.data());
+      if (first.empty()) first = y;
+      else EXPECT_EQ(y, first) << dtype_name(dt) << " on " << want;
+    }
+  }
 }
 
 }  // namespace

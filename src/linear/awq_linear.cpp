@@ -36,6 +36,7 @@ class AwqLinear final : public Linear {
       case AwqKernel::avx2_fma: kernels::x86::awq_avx2(packed_, x, m, y); break;
     }
   }
+  std::optional<int64_t> packed_bytes() const override { return packed_.bytes(); }
   std::string_view kernel_name() const override {
     switch (kernel_) {
       case AwqKernel::avx512_bf16: return "awq:avx512_bf16";
@@ -62,10 +63,23 @@ std::unique_ptr<Linear> make_awq_w4a16(const Layer& layer, const LinearOptions& 
     record.dequantize(layer, Basis::original, w.data());
     return make_dense_f32(layer, std::move(w), options, full_precision(layer) ? "dequant" : "awq_dequant");
   }
-  const formats::AwqTensors t = formats::awq_tensors(layer);
+  // Packed straight from the checkpoint's tensors (no f32 temporaries): the
+  // codes, and scale / zeros at their stored width. The format's validate
+  // checked the shapes; the sizes again, as the reads rely on them.
+  const TensorView& codes = layer.tensor("weight");
+  const TensorView& scale = layer.tensor("weight_scale");
+  const TensorView& zeros = layer.tensor("weight_zeros");
+  const int64_t group = layer.param_int("group_size");
+  if (group <= 0 || group % 2 != 0 || k % group != 0 ||
+      static_cast<int64_t>(codes.data.size()) != n * k / 2 || scale.numel() != k / group * n ||
+      zeros.numel() != scale.numel())
+    fail("layer '{}': awq_w4a16 tensor sizes do not match N = {}, K = {}, group_size {}", layer.prefix, n, k, group);
   return std::make_unique<AwqLinear>(
-      layer, kernels::x86::awq_pack(reinterpret_cast<const uint8_t*>(t.codes), t.scale.data(), t.zeros.data(), n, k,
-                                    t.group_size, bias_f32(layer, n)),
+      layer,
+      kernels::x86::awq_pack(reinterpret_cast<const uint8_t*>(codes.data.data()),
+                             kernels::FloatSource::of(scale.dtype, scale.data.data()),
+                             kernels::FloatSource::of(zeros.dtype, zeros.data.data()), n, k, group,
+                             bias_f32(layer, n)),
       !avx512 ? AwqKernel::avx2_fma
               : kernels::float_dot() == kernels::FloatDot::fma ? AwqKernel::avx512_fma : AwqKernel::avx512_bf16);
 }

@@ -47,6 +47,7 @@ void block(const AwqPacked& w, const Acts& a, int64_t m0, int64_t p0, __m512i ta
   __m512 out[R][CB];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < CB; ++c) out[r][c] = _mm512_setzero_ps();
+  const StoredView scale(w.scale), zeros(w.zeros);
   for (int64_t g = 0; g < a.groups; ++g) {
     __m512 acc[R][CB];
     for (int r = 0; r < R; ++r)
@@ -61,8 +62,8 @@ void block(const AwqPacked& w, const Acts& a, int64_t m0, int64_t p0, __m512i ta
     }
     for (int c = 0; c < CB; ++c) {
       const int64_t col = (p0 + c) * 16;
-      const __m512 s = _mm512_loadu_ps(w.scale.data() + g * np + col);
-      const __m512 z = _mm512_loadu_ps(w.zeros.data() + g * np + col);
+      const __m512 s = scale.load<Avx512>(g * np + col);
+      const __m512 z = zeros.load<Avx512>(g * np + col);
       for (int r = 0; r < R; ++r) {
         out[r][c] = _mm512_fmadd_ps(acc[r][c], s, out[r][c]);
         out[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(a.sums[(m0 + r) * a.groups + g]), z, out[r][c]);

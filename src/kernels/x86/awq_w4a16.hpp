@@ -14,23 +14,39 @@
 // two word indices, and vpermw maps them to bf16(q − 8) pairs, the exact
 // operand layout `vdpbf16ps` needs against a broadcast activation pair. The
 // weights stay 4-bit in memory (M = 1 is memory-bound).
+// The per-group scale and zero stay at the width the file stores them (F16,
+// BF16 or F32: kernels/stored_floats.hpp) and are widened, exactly, as the
+// kernels load them, so a loaded layer holds K/G·N·2·2 bytes of them for a
+// 16-bit file, not K/G·N·2·4.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "kernels/stored_floats.hpp"
 
 namespace mixq::kernels::x86 {
 
 struct AwqPacked {
   int64_t n = 0, k = 0, group = 0, panels = 0;
   std::vector<uint8_t> codes;   // [panels][K/2][16]
-  std::vector<float> scale;     // [K/G][panels·16], 0 in padding columns
-  std::vector<float> zeros;     // [K/G][panels·16], 0 in padding columns
+  StoredFloats scale;           // [K/G][panels·16], 0 in padding columns
+  StoredFloats zeros;           // [K/G][panels·16], 0 in padding columns
   std::vector<float> bias;      // [N] or empty
+  int64_t bytes() const {
+    return static_cast<int64_t>(codes.size() + scale.bytes() + zeros.bytes() + bias.size() * sizeof(float));
+  }
 };
 
-// Baseline code. codes: the stored [N, K/2] bytes; scale / zeros [K/G, N].
-AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros, int64_t n, int64_t k,
+// Baseline code. codes: the stored [N, K/2] bytes; scale / zeros [K/G, N]
+// at their stored widths (kept).
+AwqPacked awq_pack(const uint8_t* codes, FloatSource scale, FloatSource zeros, int64_t n, int64_t k,
                    int64_t group, std::vector<float> bias);
+// The same with f32 scale / zeros.
+inline AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros, int64_t n, int64_t k,
+                          int64_t group, std::vector<float> bias) {
+  return awq_pack(codes, FloatSource::of(scale), FloatSource::of(zeros), n, k, group, std::move(bias));
+}
 // Requires AVX-512 BF16.
 void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y);
 // Requires AVX-512 F. The AVX2 kernel's math (fp32 activations, w = q·s +

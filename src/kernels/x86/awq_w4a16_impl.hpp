@@ -125,20 +125,21 @@ void awq_tile(const AwqPacked& w, const float* x, int64_t p, float* y) {
     MIXQ_UNROLL
     for (int u = 0; u < U; ++u) acc[r][u] = V::zero();
   const uint8_t* codes = w.codes.data() + p * half * 16;
+  const StoredView scale(w.scale), zeros(w.zeros);  // stored width, widened exactly on load
   for (int64_t g = 0; g < groups; ++g) {
     if constexpr (Stream && T::kParamGroupsAhead > 0) {
       if (g + T::kParamGroupsAhead < groups) {
         const int64_t at = (g + T::kParamGroupsAhead) * np + p * 16;
-        prefetch_lines(w.scale.data() + at, CB * 64);
-        prefetch_lines(w.zeros.data() + at, CB * 64);
+        prefetch_lines(scale.at(at), CB * 16 * scale.elem());
+        prefetch_lines(zeros.at(at), CB * 16 * zeros.elem());
       }
     }
     F s[U], z[U];
     MIXQ_UNROLL
     for (int u = 0; u < U; ++u) {
       const int64_t col = p * 16 + u * L;
-      s[u] = V::load(w.scale.data() + g * np + col);
-      z[u] = V::fmadd(minus8, s[u], V::load(w.zeros.data() + g * np + col));  // z − 8s, one rounding
+      s[u] = scale.load<V>(g * np + col);
+      z[u] = V::fmadd(minus8, s[u], zeros.load<V>(g * np + col));  // z − 8s, one rounding
     }
     for (int64_t j = g * steps; j < (g + 1) * steps; ++j) {
       if constexpr (Stream && T::kStreamPrefetchBytes > 0) {

@@ -5,7 +5,7 @@
 
 namespace mixq::kernels::x86 {
 
-AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros, int64_t n, int64_t k,
+AwqPacked awq_pack(const uint8_t* codes, FloatSource scale, FloatSource zeros, int64_t n, int64_t k,
                    int64_t group, std::vector<float> bias) {
   AwqPacked p;
   p.n = n;
@@ -15,14 +15,14 @@ AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros,
   p.bias = std::move(bias);
   const int64_t half = k / 2, groups = k / group, np = p.panels * 16;
   p.codes.assign(static_cast<size_t>(p.panels * half * 16), 0x88);  // q = 8 decodes to 0
-  p.scale.assign(static_cast<size_t>(groups * np), 0.0f);
-  p.zeros.assign(p.scale.size(), 0.0f);
+  p.scale.assign(scale.width, static_cast<size_t>(groups * np));
+  p.zeros.assign(zeros.width, p.scale.size());
   for (int64_t col = 0; col < n; ++col) {
     const int64_t panel = col / 16, lane = col % 16;
     for (int64_t j = 0; j < half; ++j) p.codes[(panel * half + j) * 16 + lane] = codes[col * half + j];
     for (int64_t g = 0; g < groups; ++g) {
-      p.scale[g * np + col] = scale[g * n + col];
-      p.zeros[g * np + col] = zeros[g * n + col];
+      p.scale.set(static_cast<size_t>(g * np + col), scale, static_cast<size_t>(g * n + col));
+      p.zeros.set(static_cast<size_t>(g * np + col), zeros, static_cast<size_t>(g * n + col));
     }
   }
   return p;
