@@ -105,6 +105,39 @@ TEST(SvdquantLinear, TilePackedEqualsNatural) {
     EXPECT_EQ(run(layer_of(p, false, true)->layer, kc, x, 5), run(layer_of(p, false)->layer, kc, x, 5));
 }
 
+// The fast layers keep the group scales, both low-rank factors and the
+// smooth factor at the stored width (F16, BF16, F32; widened exactly in the
+// kernel): bit-identical to the reference at every width and layout, and the
+// layer holds exactly the file's bytes, the bias widened to F32 (N a multiple
+// of the 16-column panels, rank of the 32-rank passes; no per-column term).
+TEST(SvdquantLinear, FastLayerKeepsFloatsAtTheStoredWidth) {
+  IsaGuard guard;
+  const testing::SvdParts p = testing::random_svd(128, 192, 32, 85);
+  const int64_t m = 5;
+  std::vector<float> x = testing::random_floats(m * p.k, 86, 1.0f);
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (bool tile : {false, true}) {
+      auto l = testing::bind_layer(formats::svdquant_w4a4_format(), testing::svd_tensors(p, tile, false, dt),
+                                   {{"act_unsigned", false}});
+      validate_layer(l->layer);
+      const std::vector<float> ref = run(l->layer, KernelChoice::reference, x, m);
+      for (int isa = 1; isa <= static_cast<int>(kernels::Isa::avx512); ++isa) {
+        const auto level = static_cast<kernels::Isa>(isa);
+        if (!testing::kernel_path("svdquant:" + std::string(kernels::isa_name(level)), level)) continue;
+        kernels::set_isa(level);
+        auto lin = Linear::create(l->layer, {KernelChoice::automatic});
+        std::vector<float> y(static_cast<size_t>(m * p.n));
+        lin->forward(x.data(), m, y.data());
+        EXPECT_EQ(y, ref) << dtype_name(dt) << " tile=" << tile << " " << lin->kernel_name();
+        ASSERT_TRUE(lin->packed_bytes().has_value());
+        const int64_t widened_bias = p.n * (4 - static_cast<int64_t>(dtype_size(dt)));
+        EXPECT_EQ(*lin->packed_bytes(), static_cast<int64_t>(l->layer.bytes()) + widened_bias)
+            << dtype_name(dt) << " tile=" << tile << " " << lin->kernel_name();
+      }
+      kernels::set_isa(kernels::best_isa());
+    }
+}
+
 TEST(SvdquantLinear, CloseToTheEffectiveWeightLinear) {
   // Signed activations, per-64 int4 (absmax/7): measured rel. L2 error ~8 %.
   const testing::SvdParts p = testing::random_svd(48, 256, 8, 90, false);
@@ -153,7 +186,7 @@ TEST(SvdquantLinear, Avx2WithoutVnniEqualsReference) {
         for (float& v : x) v = std::max(v, -0.17f);
       std::vector<float> ref(static_cast<size_t>(m * w.n)), fast(ref.size());
       kernels::svdquant_ref(w, x.data(), m, ref.data());
-      kernels::x86::svdquant_avx2(w, packed, x.data(), m, fast.data(), false);
+      kernels::x86::svdquant_avx2(packed, x.data(), m, fast.data(), false);
       ASSERT_EQ(fast, ref) << "m=" << m << " unsigned=" << act_unsigned;
     }
   }

@@ -1,7 +1,8 @@
 // The SVDQuant W4A4 linear (svdquant_w4a4_impl.hpp) compiled for AVX2, with
 // AVX-VNNI group dots (`vpdpbusd ymm`) or without (vpmaddubsw + vpmaddwd:
-// codes and weight offsets are both 0..15, so the 16-bit pair sums, <= 450,
-// cannot saturate and the int32 result is the same).
+// weight offsets 0..15 times activation codes -8..15, so the 16-bit pair
+// sums, |.| <= 2·15·15 = 450, cannot saturate and the int32 result is the
+// same).
 // g++ contracts a*b+c into FMA in C++ when -mfma is on; the reference
 // (baseline flags) cannot, so every product stays rounded.
 #pragma GCC optimize("fp-contract=off")
@@ -9,10 +10,9 @@
 
 namespace mixq::kernels::x86 {
 
-void svdquant_avx2(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x, int64_t m, float* y,
-                   bool avx_vnni) {
-  if (avx_vnni) svdquant_forward<Avx2Vnni>(w, pk, x, m, y);
-  else svdquant_forward<Avx2>(w, pk, x, m, y);
+void svdquant_avx2(const SvdquantPacked& pk, const float* x, int64_t m, float* y, bool avx_vnni) {
+  if (avx_vnni) svdquant_forward<Avx2Vnni>(pk, x, m, y);
+  else svdquant_forward<Avx2>(pk, x, m, y);
 }
 
 }  // namespace mixq::kernels::x86

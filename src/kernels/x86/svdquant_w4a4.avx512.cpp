@@ -6,8 +6,8 @@
 
 namespace mixq::kernels::x86 {
 
-void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
-  svdquant_forward<Avx512>(w, pk, x, m, y);
+void svdquant_avx512(const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
+  svdquant_forward<Avx512>(pk, x, m, y);
 }
 
 }  // namespace mixq::kernels::x86

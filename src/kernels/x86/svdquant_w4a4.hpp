@@ -6,43 +6,79 @@
 // Packed weights: panels of 16 output columns. Per panel and per k-octet one
 // 64-byte row: dword lane i holds column 16p+i, byte j = off(k=8o+j) |
 // off(8o+j+4) << 4 with off = qw + 8 (offset binary, 0..15). Why: one load,
-// one AND and one shift+AND give two zmm of 0..15 bytes ([k0..k3] and
-// [k4..k7] per lane) that `vpdpbusd` multiplies against 4 broadcast
-// activation codes; the offsets are removed exactly per group in the
-// epilogue with precomputed code sums.
+// one AND and one shift+AND give two vectors of 0..15 bytes ([k0..k3] and
+// [k4..k7] per lane), the unsigned operand of `vpdpbusd` / `vpmaddubsw`,
+// against 4 broadcast signed activation codes qa. The weight offset comes
+// out exactly per group with the activation code sums:
+//   Σ (qw + 8)·qa = Σ qw·qa + 8·Σ qa,
+// so no per-column term is stored.
+//
+// The layer holds only this struct: the group scales, both low-rank factors
+// and the smoothing divisor stay at their stored width (F16, BF16 or F32;
+// kernels/stored_floats.hpp) and are widened, exactly, as the kernels load
+// them, so the results are those of the f32 reference over the widened
+// values.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/ref/svdquant_ref.hpp"
+#include "kernels/stored_floats.hpp"
 
 namespace mixq::kernels::x86 {
 
+// proj_down rows are padded to a multiple of this many ranks (two AVX-512
+// vectors, the step of the low-rank loop) with zeros: whole-vector loads.
+inline constexpr int64_t kSvdquantRankPad = 32;
+
 struct SvdquantPacked {
-  int64_t panels = 0;              // ceil(N / 16)
+  int64_t n = 0, k = 0, rank = 0, rank_pad = 0, panels = 0;  // panels = ceil(N / 16)
+  bool act_unsigned = false;
   std::vector<uint32_t> weight;    // [panels][K/8][16]
-  std::vector<float> wscale;       // [K/64][panels·16], 0 in padding columns
-  std::vector<int32_t> colterm;    // [K/64][panels·16]: ao·Σ_{k∈g} off(k) − 64·ao·8 (ao = 8 signed, 0 unsigned)
-  std::vector<float> proj_up_t;    // [R][panels·16], 0 in padding columns
+  StoredFloats wscale;             // [K/64][panels·16], 0 in padding columns
+  StoredFloats proj_up_t;          // [R][panels·16] (proj_upᵀ), 0 in padding columns
+  StoredFloats proj_down;          // [K][rank_pad], 0 in padding ranks
+  StoredFloats smooth;             // [K]
+  std::vector<float> bias;         // [N] or empty
+  int64_t bytes() const {
+    return static_cast<int64_t>(weight.size() * 4 + wscale.bytes() + proj_up_t.bytes() + proj_down.bytes() +
+                                smooth.bytes() + bias.size() * 4);
+  }
+};
+
+// One layer's tensors in the natural layout, at their stored widths.
+struct SvdquantSource {
+  int64_t n = 0, k = 0, rank = 0;
+  bool act_unsigned = false;
+  // Output row `col`'s K/2 packed signed nibbles (low nibble = even k), asked
+  // for col = 0, 1, .., N − 1 in order; the pointer is used before the next call.
+  std::function<const uint8_t*(int64_t col)> weight_row;
+  FloatSource wscale;               // [K/64, N]
+  FloatSource proj_down;            // [K, R]
+  FloatSource proj_up;              // [N, R], or [R, N] when proj_up_transposed
+  bool proj_up_transposed = false;
+  FloatSource smooth;               // [K]
+  std::vector<float> bias;          // [N] or empty
 };
 
 // Baseline code (no ISA flags).
+SvdquantPacked svdquant_pack(SvdquantSource src);
+// From the reference's f32 weights (the widths are then f32).
 SvdquantPacked svdquant_pack(const SvdquantWeights& w);
 
 // Per-call quantized activations of m rows (sized by the constructor).
 struct SvdquantActs {
-  SvdquantActs(const SvdquantWeights& w, int64_t m);
+  SvdquantActs(const SvdquantPacked& w, int64_t m);
   int64_t m = 0, k = 0, groups = 0, rank = 0;
-  std::vector<uint8_t> codes;  // [M][K] offset codes
+  std::vector<int8_t> codes;   // [M][K] signed codes qa (-7..7, or 0..15 when act_unsigned)
   std::vector<float> scales;   // [M][groups]
-  std::vector<int32_t> sums;   // [M][groups] code sums
+  std::vector<int32_t> sums;   // [M][groups] Σ qa
   std::vector<float> lora;     // [M][R] x·proj_down
 };
 // Requires AVX-512 VNNI.
-void svdquant_avx512(const SvdquantWeights& w, const SvdquantPacked& packed, const float* x, int64_t m,
-                     float* y);
+void svdquant_avx512(const SvdquantPacked& packed, const float* x, int64_t m, float* y);
 // Requires AVX2 (+ AVX-VNNI when `avx_vnni`; vpmaddubsw otherwise). Same packing.
-void svdquant_avx2(const SvdquantWeights& w, const SvdquantPacked& packed, const float* x, int64_t m, float* y,
-                   bool avx_vnni);
+void svdquant_avx2(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool avx_vnni);
 
 }  // namespace mixq::kernels::x86

@@ -5,8 +5,8 @@
 // fp32 operations in the same order (the including file turns FMA contraction
 // off), and the integer group dots are exact.
 //
-// Per call: activation rows are quantized (offset-unsigned codes, per-group
-// scales and code sums) and the low-rank input lora = x·proj_down is formed;
+// Per call: activation rows are quantized (signed codes qa, per-group scales
+// and code sums) and the low-rank input lora = x·proj_down is formed;
 // then a register block of R rows × CB panels walks K group by group. A
 // 16-column panel is 16 / kLanes vectors ("halves" on AVX2), so the block
 // holds R·CB·16/kLanes int32 group accumulators and as many fp32 outputs.
@@ -38,23 +38,25 @@ struct SvdquantTile {
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
 // svdq::quantize_act_row vectorised, with the same fp32 operations, so the
-// codes, scales and sums are identical: (x + shift) / smooth; per 64-group
-// absmax ignoring NaN (vmaxps returns its second operand for a NaN first);
-// s = max(a, 1e-10) / qmax; code = clamp(rne(v / s)) + offset, where min/max
-// take the operands in the order that keeps a NaN like std::min/max do and
-// the truncating conversion turns it into byte 0 like the scalar cast.
+// codes, scales and sums are those of the reference: (x + shift) / smooth;
+// per 64-group absmax ignoring NaN (vmaxps returns its second operand for a
+// NaN first); s = max(a, 1e-10) / qmax; code = clamp(rne(v / s)) + offset,
+// where min/max take the operands in the order that keeps a NaN like
+// std::min/max do and the truncating conversion turns it into byte 0 like the
+// scalar cast. Stored is the signed qa = code − offset (what the reference
+// multiplies: a NaN gives −offset there too) and code_sums holds Σ qa.
 template <class V>
-void quantize_act_row(const float* x, const float* smooth, int64_t k, bool act_unsigned, float* tmp,
-                      uint8_t* codes, float* scales, int32_t* code_sums) {
+void quantize_act_row(const float* x, const StoredView& smooth, int64_t k, bool act_unsigned, float* tmp,
+                      int8_t* codes, float* scales, int32_t* code_sums) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes;
   const F shift = V::set1(act_unsigned ? svdq::kShift : 0.0f);
-  for (int64_t i = 0; i < k; i += L) V::store(tmp + i, V::div(V::add(V::load(x + i), shift), V::load(smooth + i)));
+  for (int64_t i = 0; i < k; i += L) V::store(tmp + i, V::div(V::add(V::load(x + i), shift), smooth.load<V>(i)));
   const float qmax = act_unsigned ? 15.0f : 7.0f;
   const F vmax = V::set1(qmax), vlo = V::set1(act_unsigned ? 0.0f : -7.0f);
   const F offset = V::set1(act_unsigned ? 0.0f : 8.0f);
-  const I byte = V::set1i(0xFF);
+  const I byte = V::set1i(0xFF), ioffset = V::set1i(act_unsigned ? 0 : 8);
   for (int64_t g = 0; g < k / svdq::kGroup; ++g) {
     const float* v = tmp + g * svdq::kGroup;
     F amax = V::zero();
@@ -65,9 +67,9 @@ void quantize_act_row(const float* x, const float* smooth, int64_t k, bool act_u
     for (int q = 0; q < svdq::kGroup / L; ++q) {
       F c = V::round(V::div(V::load(v + L * q), vs));
       c = V::add(V::max(vlo, V::min(vmax, c)), offset);
-      const I ci = V::andi(V::cvtt(c), byte);
-      sum = V::addi(sum, ci);
-      V::store_bytes(codes + g * svdq::kGroup + L * q, ci);
+      const I qa = V::subi(V::andi(V::cvtt(c), byte), ioffset);  // -8..15
+      sum = V::addi(sum, qa);
+      V::store_i8(codes + g * svdq::kGroup + L * q, qa);
     }
     scales[g] = s;
     code_sums[g] = V::reduce_add(sum);
@@ -77,17 +79,21 @@ void quantize_act_row(const float* x, const float* smooth, int64_t k, bool act_u
 // svdq::lora_down_row for R rows at once (each proj_down row is read once for
 // all of them), two vectors of ranks per pass: lora[r][j] = lora[r][j] +
 // x[r][i]·p[i][j] in i order, product rounded first, as the reference.
+// proj_down rows hold rank_pad (a multiple of 2·kLanes) ranks, zeros past
+// `rank`: whole-vector loads; only the first `rank` lanes are stored.
 template <class V, int R>
-void lora_down_rows(const float* x, int64_t k, const float* proj_down, int64_t rank, float* lora) {
+void lora_down_rows(const float* x, int64_t k, const StoredView& proj_down, int64_t rank, int64_t rank_pad,
+                    float* lora) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
+  static_assert(kSvdquantRankPad % (2 * L) == 0);
   for (int64_t j0 = 0; j0 < rank; j0 += 2 * L) {
     const typename V::M m0 = V::mask(rank - j0), m1 = V::mask(rank - j0 - L);
     F acc[R][2];
     for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
     for (int64_t i = 0; i < k; ++i) {
-      const F p0 = V::loadz(m0, proj_down + i * rank + j0);
-      const F p1 = V::loadz(m1, proj_down + i * rank + j0 + L);
+      const F p0 = proj_down.load<V>(i * rank_pad + j0);
+      const F p1 = proj_down.load<V>(i * rank_pad + j0 + L);
       for (int r = 0; r < R; ++r) {
         const F xi = V::set1(x[r * k + i]);
         acc[r][0] = V::add(acc[r][0], V::mul(xi, p0));
@@ -104,13 +110,13 @@ void lora_down_rows(const float* x, int64_t k, const float* proj_down, int64_t r
 // Rows [m0, m0+R) × panels [p0, p0+CB): U = CB·16/kLanes vectors of columns,
 // vector u covering columns 16·p0 + kLanes·u.
 template <class V, int R, int CB>
-void block(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
-           float* y) {
+void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, float* y) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
-  const int64_t k8 = w.k / 8, np = pk.panels * 16, groups = a.groups;
+  const int64_t k8 = pk.k / 8, np = pk.panels * 16, groups = a.groups;
   const I low4 = V::set1b(0x0F);
+  const StoredView wscale(pk.wscale), proj_up_t(pk.proj_up_t);
   F out[R][U];
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) out[r][u] = V::zero();
@@ -126,22 +132,21 @@ void block(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantAct
         hi[u] = V::andi(V::template srli<4>(v), low4);
       }
       for (int r = 0; r < R; ++r) {
-        const uint8_t* codes = a.codes.data() + (m0 + r) * a.k + o * 8;
+        const int8_t* codes = a.codes.data() + (m0 + r) * a.k + o * 8;
         const I a0 = V::bcast4(codes), a1 = V::bcast4(codes + 4);
-        for (int u = 0; u < U; ++u) {
-          acc[r][u] = V::dot4_small(acc[r][u], a0, lo[u]);
-          acc[r][u] = V::dot4_small(acc[r][u], a1, hi[u]);
+        for (int u = 0; u < U; ++u) {  // weight offsets 0..15 (unsigned) · qa -8..15 (signed)
+          acc[r][u] = V::dot4_small(acc[r][u], lo[u], a0);
+          acc[r][u] = V::dot4_small(acc[r][u], hi[u], a1);
         }
       }
     }
     for (int u = 0; u < U; ++u) {
       const int64_t col = p0 * 16 + L * u;
-      const I colterm = V::loadi(pk.colterm.data() + g * np + col);
-      const F ws = V::load(pk.wscale.data() + g * np + col);
+      const F ws = wscale.load<V>(g * np + col);
       for (int r = 0; r < R; ++r) {
         const int64_t row = m0 + r;
-        I dot = V::subi(acc[r][u], colterm);
-        dot = V::subi(dot, V::set1i(8 * a.sums[row * groups + g]));
+        // Σ (qw + 8)·qa − 8·Σ qa = Σ qw·qa, exact in int32.
+        const I dot = V::subi(acc[r][u], V::set1i(8 * a.sums[row * groups + g]));
         const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
         out[r][u] = V::add(out[r][u], V::mul(V::cvt(dot), sc));
       }
@@ -150,15 +155,15 @@ void block(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantAct
   // y = (main + lora·proj_upᵀ) + bias, the low-rank sum in r order.
   for (int u = 0; u < U; ++u) {
     const int64_t col = p0 * 16 + L * u;
-    const typename V::M mask = V::mask(w.n - col);
+    const typename V::M mask = V::mask(pk.n - col);
     for (int r = 0; r < R; ++r) {
       const float* lora = a.lora.data() + (m0 + r) * a.rank;
       F low = V::zero();
       for (int64_t j = 0; j < a.rank; ++j)
-        low = V::add(low, V::mul(V::set1(lora[j]), V::load(pk.proj_up_t.data() + j * np + col)));
+        low = V::add(low, V::mul(V::set1(lora[j]), proj_up_t.load<V>(j * np + col)));
       F v = V::add(out[r][u], low);
-      if (!w.bias.empty()) v = V::add(v, V::loadz(mask, w.bias.data() + col));
-      V::store(y + (m0 + r) * w.n + col, mask, v);
+      if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
+      V::store(y + (m0 + r) * pk.n + col, mask, v);
     }
   }
 }
@@ -166,15 +171,14 @@ void block(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantAct
 // Rows [m_begin, m_end) against CB panels from p, kRows rows at a time, then
 // the remaining rows in one smaller block.
 template <class V, int CB>
-void rows(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin,
-          int64_t m_end, int64_t p, float* y) {
+void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p, float* y) {
   constexpr int R = SvdquantTile<V>::kRows;
   int64_t m = m_begin;
-  for (; m + R <= m_end; m += R) block<V, R, CB>(w, pk, a, m, p, y);
+  for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, y);
   switch (m_end - m) {
-    case 3: if constexpr (R > 3) block<V, 3, CB>(w, pk, a, m, p, y); break;
-    case 2: if constexpr (R > 2) block<V, 2, CB>(w, pk, a, m, p, y); break;
-    case 1: block<V, 1, CB>(w, pk, a, m, p, y); break;
+    case 3: if constexpr (R > 3) block<V, 3, CB>(pk, a, m, p, y); break;
+    case 2: if constexpr (R > 2) block<V, 2, CB>(pk, a, m, p, y); break;
+    case 1: block<V, 1, CB>(pk, a, m, p, y); break;
     default: break;
   }
 }
@@ -184,43 +188,45 @@ void rows(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs
 // (Rows outer re-read the whole weight from L3 for every few rows: 3x slower
 // at M = 4096 on AVX-512.)
 template <class V>
-void run(const SvdquantWeights& w, const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end,
-         int64_t p_begin, int64_t p_end, float* y) {
+void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
+         int64_t p_end, float* y) {
   constexpr int CB = SvdquantTile<V>::kPanels;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) rows<V, CB>(w, pk, a, m_begin, m_end, p, y);
+  for (; p + CB <= p_end; p += CB) rows<V, CB>(pk, a, m_begin, m_end, p, y);
   if constexpr (CB > 1) {
-    if (p < p_end) rows<V, 1>(w, pk, a, m_begin, m_end, p, y);
+    if (p < p_end) rows<V, 1>(pk, a, m_begin, m_end, p, y);
   }
 }
 
 // The whole linear; always inlined into its one per-target entry point, so
 // each target compiles it as one function.
 template <class V>
-__attribute__((always_inline)) inline void svdquant_forward(const SvdquantWeights& w, const SvdquantPacked& pk,
-                                                            const float* x, int64_t m, float* y) {
-  SvdquantActs a(w, m);
+__attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked& pk, const float* x, int64_t m,
+                                                            float* y) {
+  SvdquantActs a(pk, m);
+  const StoredView smooth(pk.smooth), proj_down(pk.proj_down);
+  const int64_t k = pk.k, rank = pk.rank;
   util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
-    std::vector<float> tmp(w.k);
+    std::vector<float> tmp(k);
     for (int64_t r = begin; r < end; ++r)
-      quantize_act_row<V>(x + r * w.k, w.smooth.data(), w.k, w.act_unsigned, tmp.data(), a.codes.data() + r * w.k,
+      quantize_act_row<V>(x + r * k, smooth, k, pk.act_unsigned, tmp.data(), a.codes.data() + r * k,
                           a.scales.data() + r * a.groups, a.sums.data() + r * a.groups);
     int64_t r = begin;
     for (; r + 4 <= end; r += 4)
-      lora_down_rows<V, 4>(x + r * w.k, w.k, w.proj_down.data(), w.rank, a.lora.data() + r * w.rank);
-    for (; r < end; ++r) lora_down_rows<V, 1>(x + r * w.k, w.k, w.proj_down.data(), w.rank, a.lora.data() + r * w.rank);
+      lora_down_rows<V, 4>(x + r * k, k, proj_down, rank, pk.rank_pad, a.lora.data() + r * rank);
+    for (; r < end; ++r) lora_down_rows<V, 1>(x + r * k, k, proj_down, rank, pk.rank_pad, a.lora.data() + r * rank);
   });
   constexpr int64_t CB = SvdquantTile<V>::kPanels;
   if (m <= 16) {
     // Memory-bound: each thread streams its own panels once.
     const int64_t groups = (pk.panels + CB - 1) / CB;
     util::parallel_for(groups, 1, [&](int64_t begin, int64_t end, int) {
-      run<V>(w, pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), y);
+      run<V>(pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), y);
     });
   } else {
     util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b)
-        run<V>(w, pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, y);
+        run<V>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, y);
     });
   }
 }
