@@ -7,7 +7,7 @@
 // and large-M (row-chunk) paths must give these bits, so the two targets
 // agree with each other bit for bit. The scale and zero are packed at each
 // stored width (F32, F16, BF16: the kernels widen them as they load); the
-// model then reads the widened values.
+// model then reads the widened values (a file with two widths: both f32).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -79,7 +79,8 @@ kernels::FloatSource at_width(std::vector<float>& values, std::vector<uint16_t>&
   return {width, h16.data()};
 }
 
-void check_kernel(KernelFn fn, kernels::FloatWidth width) {
+// scale at `width`, zeros at `zeros_width` (packed both at f32 when they differ).
+void check_kernel(KernelFn fn, kernels::FloatWidth width, kernels::FloatWidth zeros_width) {
   // n: partial panels (13, 17, 40), several 4-panel tiles + remainder (100,
   // 300); group 2 (one k pair per group) to 128.
   for (auto [n, k, g] : {std::tuple<int64_t, int64_t, int64_t>{40, 192, 64}, {17, 96, 32}, {64, 128, 128},
@@ -88,10 +89,10 @@ void check_kernel(KernelFn fn, kernels::FloatWidth width) {
       AwqCase c = make_case(n, k, g, bias, static_cast<uint32_t>(n * 31 + k + g));
       std::vector<uint16_t> scale16, zeros16;
       const kernels::FloatSource scale = at_width(c.scale, scale16, width);
-      const kernels::FloatSource zeros = at_width(c.zeros, zeros16, width);
+      const kernels::FloatSource zeros = at_width(c.zeros, zeros16, zeros_width);
       const kernels::x86::AwqPacked w = kernels::x86::awq_pack(c.codes.data(), scale, zeros, n, k, g, c.bias);
       // Held at the stored width: 2 bytes per value for F16 / BF16.
-      const size_t bytes_per_value = width == kernels::FloatWidth::f32 ? 4 : 2;
+      const size_t bytes_per_value = width == kernels::FloatWidth::f32 || width != zeros_width ? 4 : 2;
       ASSERT_EQ(w.scale.bytes(), static_cast<size_t>(w.panels * 16 * (k / g)) * bytes_per_value);
       for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 33, 64, 131}) {
         std::mt19937 rng(static_cast<uint32_t>(m));
@@ -103,7 +104,7 @@ void check_kernel(KernelFn fn, kernels::FloatWidth width) {
         fn(w, x.data(), m, got.data());
         ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
             << "n=" << n << " k=" << k << " group=" << g << " m=" << m << " bias=" << bias
-            << " width=" << static_cast<int>(width);
+            << " width=" << static_cast<int>(width) << "/" << static_cast<int>(zeros_width);
       }
     }
   }
@@ -112,13 +113,15 @@ void check_kernel(KernelFn fn, kernels::FloatWidth width) {
 TEST(AwqKernels, Avx2IsTheExactFmaModel) {
   if (!testing::kernel_path("awq:avx2_fma", kernels::Isa::avx2)) GTEST_SKIP() << "no AVX2 + FMA";
   for (auto width : {kernels::FloatWidth::f32, kernels::FloatWidth::f16, kernels::FloatWidth::bf16})
-    check_kernel(kernels::x86::awq_avx2, width);
+    check_kernel(kernels::x86::awq_avx2, width, width);
+  check_kernel(kernels::x86::awq_avx2, kernels::FloatWidth::f16, kernels::FloatWidth::bf16);
 }
 
 TEST(AwqKernels, Avx512FmaIsTheExactFmaModel) {
   if (!testing::kernel_path("awq:avx512_fma", kernels::Isa::avx512)) GTEST_SKIP() << "no AVX-512";
   for (auto width : {kernels::FloatWidth::f32, kernels::FloatWidth::f16, kernels::FloatWidth::bf16})
-    check_kernel(kernels::x86::awq_avx512_fma, width);
+    check_kernel(kernels::x86::awq_avx512_fma, width, width);
+  check_kernel(kernels::x86::awq_avx512_fma, kernels::FloatWidth::f16, kernels::FloatWidth::bf16);
 }
 
 }  // namespace

@@ -51,6 +51,17 @@ class StoredFloats {
     if (width_ == FloatWidth::f32) std::memcpy(&f32_[to], static_cast<const char*>(src.data) + 4 * from, 4);
     else std::memcpy(&h16_[to], static_cast<const char*>(src.data) + 2 * from, 2);
   }
+  // Element `to` = element `from` of src widened to f32 (this array is f32).
+  void set_f32(size_t to, const FloatSource& src, size_t from) {
+    const char* p = static_cast<const char*>(src.data);
+    uint16_t h = 0;
+    if (src.width != FloatWidth::f32) std::memcpy(&h, p + 2 * from, 2);
+    switch (src.width) {
+      case FloatWidth::f16: f32_[to] = f16_to_f32(h); break;
+      case FloatWidth::bf16: f32_[to] = bf16_to_f32(h); break;
+      default: std::memcpy(&f32_[to], p + 4 * from, 4);
+    }
+  }
   FloatWidth width() const { return width_; }
   size_t size() const { return width_ == FloatWidth::f32 ? f32_.size() : h16_.size(); }
   size_t bytes() const { return f32_.size() * 4 + h16_.size() * 2; }

@@ -31,7 +31,7 @@ struct AwqPacked {
   int64_t n = 0, k = 0, group = 0, panels = 0;
   std::vector<uint8_t> codes;   // [panels][K/2][16]
   StoredFloats scale;           // [K/G][panels·16], 0 in padding columns
-  StoredFloats zeros;           // [K/G][panels·16], 0 in padding columns
+  StoredFloats zeros;           // [K/G][panels·16], 0 in padding columns; the width of scale
   std::vector<float> bias;      // [N] or empty
   int64_t bytes() const {
     return static_cast<int64_t>(codes.size() + scale.bytes() + zeros.bytes() + bias.size() * sizeof(float));
@@ -39,7 +39,7 @@ struct AwqPacked {
 };
 
 // Baseline code. codes: the stored [N, K/2] bytes; scale / zeros [K/G, N]
-// at their stored widths (kept).
+// at their stored widths (kept; both widened to f32 if the two differ).
 AwqPacked awq_pack(const uint8_t* codes, FloatSource scale, FloatSource zeros, int64_t n, int64_t k,
                    int64_t group, std::vector<float> bias);
 // The same with f32 scale / zeros.

@@ -125,21 +125,25 @@ void awq_tile(const AwqPacked& w, const float* x, int64_t p, float* y) {
     MIXQ_UNROLL
     for (int u = 0; u < U; ++u) acc[r][u] = V::zero();
   const uint8_t* codes = w.codes.data() + p * half * 16;
-  const StoredView scale(w.scale), zeros(w.zeros);  // stored width, widened exactly on load
+  // Scale and zero at their stored width PW (compiled per width: no branch
+  // here), widened exactly on load.
+  constexpr FloatWidth PW = T::kParamWidth;
+  constexpr int64_t elem = PW == FloatWidth::f32 ? 4 : 2;
+  const StoredView scale(w.scale), zeros(w.zeros);
   for (int64_t g = 0; g < groups; ++g) {
     if constexpr (Stream && T::kParamGroupsAhead > 0) {
       if (g + T::kParamGroupsAhead < groups) {
         const int64_t at = (g + T::kParamGroupsAhead) * np + p * 16;
-        prefetch_lines(scale.at(at), CB * 16 * scale.elem());
-        prefetch_lines(zeros.at(at), CB * 16 * zeros.elem());
+        prefetch_lines(scale.at(at), CB * 16 * elem);
+        prefetch_lines(zeros.at(at), CB * 16 * elem);
       }
     }
     F s[U], z[U];
     MIXQ_UNROLL
     for (int u = 0; u < U; ++u) {
       const int64_t col = p * 16 + u * L;
-      s[u] = scale.load<V>(g * np + col);
-      z[u] = V::fmadd(minus8, s[u], zeros.load<V>(g * np + col));  // z − 8s, one rounding
+      s[u] = load_width<V, PW>(scale.base, g * np + col);
+      z[u] = V::fmadd(minus8, s[u], load_width<V, PW>(zeros.base, g * np + col));  // z − 8s, one rounding
     }
     for (int64_t j = g * steps; j < (g + 1) * steps; ++j) {
       if constexpr (Stream && T::kStreamPrefetchBytes > 0) {
@@ -260,15 +264,31 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
   });
 }
 
-// The kernel with the target's tuning T (a bench may pass other tunings: the
-// members of AwqTarget).
-template <class V, class T = AwqTarget<V>>
-__attribute__((always_inline)) inline void awq_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
-  if (m <= 0) return;
+// Tuning T with the stored width of scale / zeros fixed.
+template <class T, FloatWidth W>
+struct WithParamWidth : T {
+  static constexpr FloatWidth kParamWidth = W;
+};
+
+template <class V, class T>
+inline void awq_fma_width(const AwqPacked& w, const float* x, int64_t m, float* y) {
   if constexpr (T::kPack) {
     if (m >= T::kPackMinM) return awq_fma_with<V, T, true>(w, x, m, y);
   }
   awq_fma_with<V, T, false>(w, x, m, y);
+}
+
+// The kernel with the target's tuning T (a bench may pass other tunings: the
+// members of AwqTarget), compiled for each stored width of scale / zeros
+// (awq_pack gives both one width).
+template <class V, class T = AwqTarget<V>>
+__attribute__((always_inline)) inline void awq_fma(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  if (m <= 0) return;
+  switch (w.scale.width()) {
+    case FloatWidth::f16: return awq_fma_width<V, WithParamWidth<T, FloatWidth::f16>>(w, x, m, y);
+    case FloatWidth::bf16: return awq_fma_width<V, WithParamWidth<T, FloatWidth::bf16>>(w, x, m, y);
+    default: return awq_fma_width<V, WithParamWidth<T, FloatWidth::f32>>(w, x, m, y);
+  }
 }
 
 }  // namespace

@@ -406,6 +406,16 @@ struct ColumnTables<16> {
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
 
+// kLanes elements of a StoredFloats array of width W from index i, widened
+// to f32 (exact at every width): for kernels that fix the width at compile
+// time (no branch in their loops).
+template <class V, FloatWidth W>
+inline typename V::F load_width(const void* base, int64_t i) {
+  if constexpr (W == FloatWidth::f16) return V::load_f16(static_cast<const uint16_t*>(base) + i);
+  else if constexpr (W == FloatWidth::bf16) return V::load_bf16(static_cast<const uint16_t*>(base) + i);
+  else return V::load(static_cast<const float*>(base) + i);
+}
+
 // A StoredFloats array as the kernels read it: kLanes elements from index i
 // widened to f32 (exact at every width). Taken once per loop (the width does
 // not change inside), so the branch is on a loop-invariant value.
