@@ -4,9 +4,9 @@
 // machine; the variants compute the same bits (checked). At M <= 16 the packed
 // weights cycle through a ring >= kRingLlcFactor times the last-level cache
 // (from DRAM, as in decoding); "stored GB/s" counts the bytes the checkpoint
-// stores (4-bit codes + bf16 scale and zero per group) and is given as a
-// fraction of the read bandwidth calibrated in the same run (median and best
-// pass), "packed GB/s" the bytes the kernel reads (f32 scale and zero).
+// stores and the packed layer reads (4-bit codes + bf16 scale and zero per
+// group), given as a fraction of the read bandwidth calibrated in the same
+// run (median and best pass).
 //
 //   bench_awq_tunings [--quick] [--m M ..] [--shape KxN ..] [--group G] [--threads N]
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; group 64;
@@ -24,6 +24,7 @@
 #include "kernels/cpu.hpp"
 #include "kernels/stream_prefetch.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 #include "support/awq_tunings.hpp"
 #include "support/args.hpp"
 #include "support/inputs.hpp"
@@ -55,16 +56,21 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// A random layer with BF16 scale and zeros, the width AWQ files store and a
+// loaded layer keeps (kernels/stored_floats.hpp).
 AwqPacked random_packed(int64_t k, int64_t n, int64_t group, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> codes(static_cast<size_t>(n * k / 2));
   for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() & 0xFF);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> scale(static_cast<size_t>(k / group * n)), zeros(scale.size()), bias(static_cast<size_t>(n));
-  for (float& s : scale) s = 0.01f * std::fabs(normal(rng)) + 1e-3f;
-  for (float& z : zeros) z = 0.05f * normal(rng);
+  std::vector<uint16_t> scale(static_cast<size_t>(k / group * n)), zeros(scale.size());
+  std::vector<float> bias(static_cast<size_t>(n));
+  for (uint16_t& s : scale) s = mixq::f32_to_bf16(0.01f * std::fabs(normal(rng)) + 1e-3f);
+  for (uint16_t& z : zeros) z = mixq::f32_to_bf16(0.05f * normal(rng));
   for (float& b : bias) b = normal(rng);
-  return mixq::kernels::x86::awq_pack(codes.data(), scale.data(), zeros.data(), n, k, group, std::move(bias));
+  using mixq::kernels::FloatSource;
+  return mixq::kernels::x86::awq_pack(codes.data(), FloatSource::of(mixq::DType::BF16, scale.data()),
+                                      FloatSource::of(mixq::DType::BF16, zeros.data()), n, k, group, std::move(bias));
 }
 
 double median(std::vector<double> v) {
@@ -97,9 +103,10 @@ int main(int argc, char** argv) try {
               min_s, rounds);
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
+      // Codes + BF16 scale and zero per (group, column): what the file stores
+      // and the packed layer holds.
       const double stored = double(n) * double(k) / 2 + 4.0 * double(n) * double(k / o.group);
-      const double packed = double(n) * double(k) / 2 + 8.0 * double(n) * double(k / o.group);
-      const int copies = m <= 16 ? ring_copies(packed) : 1;
+      const int copies = m <= 16 ? ring_copies(stored) : 1;
       std::vector<AwqPacked> ring;
       for (int c = 0; c < copies; ++c) ring.push_back(random_packed(k, n, o.group, static_cast<uint32_t>(c + 1)));
       const std::vector<float> x = random_activations(m * k);
@@ -127,14 +134,14 @@ int main(int argc, char** argv) try {
           times[i].push_back(s / calls);
         }
       std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n,
-                  copies > 1 ? ("; " + ring_note(copies, packed)).c_str() : " (one copy: weights reused)");
-      std::printf("%-44s %10s %10s %12s %12s %11s %10s\n", "tuning", "time", "vs default", "stored GB/s",
-                  "packed GB/s", "of med. bw", "of best bw");
+                  copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
+      std::printf("%-44s %10s %10s %12s %11s %10s\n", "tuning", "time", "vs default", "stored GB/s",
+                  "of med. bw", "of best bw");
       const double base = median(times[0]);
       for (size_t i = 0; i < tunings.size(); ++i) {
         const double t = median(times[i]);
-        std::printf("%-44s %8.3fms %9.3fx %12.1f %12.1f %10.0f%% %9.0f%%\n", tunings[i].name, t * 1e3, t / base,
-                    stored / t / 1e9, packed / t / 1e9, 100 * stored / t / 1e9 / bw.median,
+        std::printf("%-44s %8.3fms %9.3fx %12.1f %10.0f%% %9.0f%%\n", tunings[i].name, t * 1e3, t / base,
+                    stored / t / 1e9, 100 * stored / t / 1e9 / bw.median,
                     100 * stored / t / 1e9 / bw.best);
       }
       std::fflush(stdout);

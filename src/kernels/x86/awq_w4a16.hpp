@@ -42,11 +42,6 @@ struct AwqPacked {
 // at their stored widths (kept; both widened to f32 if the two differ).
 AwqPacked awq_pack(const uint8_t* codes, FloatSource scale, FloatSource zeros, int64_t n, int64_t k,
                    int64_t group, std::vector<float> bias);
-// The same with f32 scale / zeros.
-inline AwqPacked awq_pack(const uint8_t* codes, const float* scale, const float* zeros, int64_t n, int64_t k,
-                          int64_t group, std::vector<float> bias) {
-  return awq_pack(codes, FloatSource::of(scale), FloatSource::of(zeros), n, k, group, std::move(bias));
-}
 // Requires AVX-512 BF16.
 void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y);
 // Requires AVX-512 F. The AVX2 kernel's math (fp32 activations, w = q·s +
