@@ -23,9 +23,12 @@ class PhaseScope {
   explicit PhaseScope(const char* phase) : phase_(phase_timing() ? phase : nullptr) {
     if (phase_) start_ = std::chrono::steady_clock::now();
   }
-  ~PhaseScope() {
+  ~PhaseScope() { end(); }
+  // Ends the phase before the scope does (a later end() or the destructor adds nothing).
+  void end() {
     if (phase_)
       add_phase_time(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    phase_ = nullptr;
   }
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;

@@ -32,6 +32,7 @@
 #include "kernels/x86/awq_w4a16.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "util/parallel.hpp"
+#include "util/phase_timer.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -233,6 +234,7 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
   const int64_t blocks = (m + B - 1) / B;
   std::vector<float> xp;
   if constexpr (Packed) {
+    util::PhaseScope phase("pack activations");
     xp.resize(static_cast<size_t>(blocks * w.k * B));
     util::parallel_for(blocks, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b) {
@@ -250,6 +252,7 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
     });
   }
   auto block_x = [&](int64_t b) { return Packed ? xp.data() + b * w.k * B : x + b * B * w.k; };
+  util::PhaseScope phase("W4A16 GEMM (codes decoded in the kernel)");
   if (m <= T::kSmallM) {
     util::parallel_for(w.panels, T::kPanelGrain, [&](int64_t begin, int64_t end, int) {
       awq_panels<V, T, Packed, true>(w, block_x, 0, blocks, m, begin, end, y);

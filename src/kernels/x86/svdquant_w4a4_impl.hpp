@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "util/parallel.hpp"
+#include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
@@ -206,6 +207,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   SvdquantActs a(pk, m);
   const StoredView smooth(pk.smooth), proj_down(pk.proj_down);
   const int64_t k = pk.k, rank = pk.rank;
+  util::PhaseScope prepare("smooth + quantize activations, low-rank down");
   util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(k);
     for (int64_t r = begin; r < end; ++r)
@@ -216,6 +218,8 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
       lora_down_rows<V, 4>(x + r * k, k, proj_down, rank, pk.rank_pad, a.lora.data() + r * rank);
     for (; r < end; ++r) lora_down_rows<V, 1>(x + r * k, k, proj_down, rank, pk.rank_pad, a.lora.data() + r * rank);
   });
+  prepare.end();
+  util::PhaseScope gemm("W4A4 GEMM + low-rank up + epilogue");
   constexpr int64_t CB = SvdquantTile<V>::kPanels;
   if (m <= 16) {
     // Memory-bound: each thread streams its own panels once.
