@@ -51,6 +51,11 @@ class Checkpoint {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   // nullptr when absent.
   const TensorView* find(std::string_view name) const;
+  // Copies tensor `t`'s bytes (t.data.size()) into `out` with pread, without
+  // touching the mapping: a few small tensors scattered over a large file
+  // (the markers) are read without faulting in the read-around (~128 KiB)
+  // of every page they sit on.
+  void read(const TensorView& t, void* out) const;
   // Non-fatal findings (trailing bytes, gaps between tensors, ...), one line each.
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Every file opened: the shards, then the index files (for refusing an

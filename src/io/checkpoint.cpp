@@ -95,6 +95,10 @@ Checkpoint Checkpoint::from_bytes(std::span<const std::byte> bytes, std::string 
   return ckpt;
 }
 
+void Checkpoint::read(const TensorView& t, void* out) const {
+  mappings_.at(static_cast<size_t>(t.file))->read(t.offset, out, t.data.size());
+}
+
 std::vector<std::string> Checkpoint::source_paths() const {
   std::vector<std::string> paths;
   for (const FileInfo& f : files_) paths.push_back(f.path);

@@ -120,7 +120,7 @@ void collect_tensor_markers(const Checkpoint& checkpoint, MarkerSet& set) {
       fail("layer '{}': Invalid Comfy quantization marker {}: {} bytes, more than the {} KiB a marker may hold",
            prefix, source, tensor.data.size(), kMaxMarkerBytes / 1024);
     std::string text(tensor.data.size(), '\0');
-    if (!text.empty()) std::memcpy(text.data(), tensor.data.data(), text.size());
+    if (!text.empty()) checkpoint.read(tensor, text.data());
     if (size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
       fail("layer '{}': Invalid Comfy quantization marker {}: not UTF-8 (byte {})", prefix, source, bad);
     const json object =
