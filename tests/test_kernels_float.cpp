@@ -181,7 +181,8 @@ TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
 // Zero tolerance: integer block dots and the reference's fp32 epilogue order.
 TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
   struct Shape { int64_t n, k; };
-  for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}, Shape{100, 48}}) {
+  for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}, Shape{100, 48},
+                 Shape{300, 80} /* rows past one 128-row scale tile */}) {
     const StoredNvfp4 w = make_nvfp4(s.n, s.k, 100 + s.n);
     const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), w.rows, w.row_bytes,
                                                     w.scales.data(), s.n, w.global);

@@ -67,7 +67,8 @@ const std::vector<Config>& configs() {
 }
 
 TEST(LinearInt, FastEqualsReferenceAndApproximatesFloat) {
-  const int64_t n = 96, k = 256;
+  const int64_t k = 256;
+  for (int64_t n : {96, 37})  // 37: a partial panel of 16 columns
   for (const Config& c : configs()) {
     const mixq::FormatTraits* f = mixq::find_format(c.format);
     ASSERT_NE(f, nullptr) << c.format;
@@ -87,7 +88,7 @@ TEST(LinearInt, FastEqualsReferenceAndApproximatesFloat) {
       fast->forward(x.data(), m, y_fast.data());
       ref->forward(x.data(), m, y_ref.data());
       EXPECT_EQ(0, std::memcmp(y_fast.data(), y_ref.data(), y_ref.size() * 4))
-          << c.format << " " << c.params.dump() << " m=" << m << " kernel " << fast->kernel_name();
+          << c.format << " " << c.params.dump() << " n=" << n << " m=" << m << " kernel " << fast->kernel_name();
       // Float linear over the dequantized weight (double accumulation).
       std::vector<double> y_float(y_fast.size());
       for (int64_t r = 0; r < m; ++r)
@@ -97,10 +98,10 @@ TEST(LinearInt, FastEqualsReferenceAndApproximatesFloat) {
           y_float[static_cast<size_t>(r * n + o)] = acc;
         }
       const double err = rel_l2(y_fast, y_float);
-      EXPECT_LT(err, c.max_rel_error) << c.format << " " << c.params.dump() << " m=" << m;
+      EXPECT_LT(err, c.max_rel_error) << c.format << " " << c.params.dump() << " n=" << n << " m=" << m;
       // It is quantized at the format's precision: an exact match would mean no
       // activation quantization, much less error a finer one.
-      EXPECT_GT(err, c.min_rel_error) << c.format << " " << c.params.dump() << " m=" << m;
+      EXPECT_GT(err, c.min_rel_error) << c.format << " " << c.params.dump() << " n=" << n << " m=" << m;
     }
   }
 }

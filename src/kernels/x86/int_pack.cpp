@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/x86/nibble_quads.hpp"
+#include "util/parallel.hpp"
+
 namespace mixq::kernels::x86 {
 namespace {
 
@@ -15,25 +18,40 @@ void pack_scale_bias(const IntLayerDesc& d, PackedIntWeights& p) {
   }
 }
 
+// Copies checkpoint rows into the panels 4 bytes at a time: each word of a
+// row holds the 4 k (int8) or 8 k (nibbles, low first) of one panel step.
+// `flip` is XORed into every byte (the panel's weight bias: +128 on an int8
+// byte, +8 on a nibble flips its top bit), so steps past the row and columns
+// past n, weight 0, hold `flip`. `regroup` is false for int8 rows.
+void pack_rows(const uint8_t* rows, int64_t row_bytes, int64_t n, bool regroup, uint32_t flip,
+               const PackedIntWeights& p, uint8_t* out) {
+  const int64_t steps = row_bytes / 4, panel_steps = p.panel_bytes / 64;
+  util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t pn = begin; pn < end; ++pn) {
+      uint8_t* dst = out + pn * p.panel_bytes;
+      for (int c = 0; c < kPanelCols; ++c) {
+        const int64_t row = 16 * pn + c;
+        int64_t s = 0;
+        if (row < n) {
+          const uint8_t* src = rows + row * row_bytes;
+          for (; s < steps; ++s) {
+            const uint32_t word = load_u32(src + 4 * s);
+            store_u32(dst + s * 64 + 4 * c, (regroup ? regroup_nibble_quad<false>(word) : word) ^ flip);
+          }
+        }
+        for (; s < panel_steps; ++s) store_u32(dst + s * 64 + 4 * c, flip);
+      }
+    }
+  });
+}
+
 // The codes layout of int_pack.hpp (K is a multiple of 8: no K padding).
 void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
   const IntCodes& c = *d.codes;
   p.group_size = c.group_size;
   p.groups = d.k / c.group_size;
   std::memcpy(p.levels, c.levels, sizeof(p.levels));
-  auto code = [&](int64_t n, int64_t k) -> int {
-    if (n >= d.n) return 0;
-    const uint8_t byte = c.codes[(n * d.k + k) / 2];
-    return k % 2 == 0 ? byte & 0xF : byte >> 4;
-  };
-  for (int64_t pn = 0; pn < p.panels; ++pn) {
-    uint8_t* dst = out + pn * p.panel_bytes;
-    for (int64_t k8 = 0; k8 < p.kp / 8; ++k8)
-      for (int col = 0; col < kPanelCols; ++col)
-        for (int t = 0; t < 4; ++t)
-          dst[k8 * 64 + 4 * col + t] =
-              static_cast<uint8_t>(code(16 * pn + col, 8 * k8 + t) | (code(16 * pn + col, 8 * k8 + 4 + t) << 4));
-  }
+  pack_rows(c.codes, d.k / 2, d.n, true, 0, p, out);  // raw codes, padding code 0
   const size_t count = static_cast<size_t>(p.panels * p.groups * kPanelCols);
   auto each_s_rel = [&](auto&& put) {
     for (int64_t pn = 0; pn < p.panels; ++pn)
@@ -83,6 +101,17 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   };
   if (p.codes) {
     pack_codes(d, p, out);
+    return p;
+  }
+  // Rows that are whole words go word by word; other K take the element loop.
+  if (!p.int4 && d.weight && d.k % 4 == 0) {
+    pack_rows(reinterpret_cast<const uint8_t*>(d.weight), d.k, d.n, false, 0x80808080u, p, out);
+    pack_scale_bias(d, p);
+    return p;
+  }
+  if (p.int4 && !d.weight && d.weight_nibbles && d.k % 8 == 0) {
+    pack_rows(d.weight_nibbles, d.k / 2, d.n, true, 0x88888888u, p, out);
+    pack_scale_bias(d, p);
     return p;
   }
   for (int64_t pn = 0; pn < p.panels; ++pn) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "util/parallel.hpp"
+#include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
 #include "numeric/swizzle.hpp"
@@ -23,27 +24,29 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
   p.global = global;
   p.data.assign(static_cast<size_t>(p.panels * p.blocks * kNvfp4PanelBlockBytes), 0);
   const int64_t blocks = p.blocks;
-  auto code = [&](int64_t r, int64_t c) -> uint8_t {
-    const uint8_t byte = codes[r * row_bytes + c / 2];
-    return (c % 2 == 0) ? byte >> 4 : byte & 0x0F;
-  };
+  // The swizzled scale offset (docs/FORMATS.md §3.2, numeric/swizzle.hpp) of
+  // (r, b) is row_base(r) + (b / 4) · 512 + b % 4.
+  const int64_t row_tile_bytes = swizzled_offset(128, 0, blocks);
+  auto row_base = [&](int64_t r) { return (r / 128) * row_tile_bytes + (r % 32) * 16 + ((r % 128) / 32) * 4; };
   std::vector<char> nan_found(static_cast<size_t>(p.panels), 0);
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t panel = begin; panel < end; ++panel) {
-      for (int64_t b = 0; b < blocks; ++b) {
-        uint8_t* dst = p.data.data() + (panel * blocks + b) * kNvfp4PanelBlockBytes;
-        for (int64_t j = 0; j < 16; ++j) {
-          const int64_t r = panel * 16 + j;
-          if (r >= n || r >= rows) continue;  // padding rows stay code 0 / scale 0
-          for (int o = 0; o < 2; ++o)
-            for (int i = 0; i < 4; ++i) {
-              const int64_t k0 = b * 16 + o * 8 + i;
-              dst[o * 64 + j * 4 + i] = static_cast<uint8_t>(code(r, k0) | (code(r, k0 + 4) << 4));
-            }
-          const uint8_t s = scales[swizzled_offset(r, b, blocks)];
-          if ((s & 0x7F) == 0x7F) nan_found[static_cast<size_t>(panel)] = 1;
+      uint8_t* panel_data = p.data.data() + panel * blocks * kNvfp4PanelBlockBytes;
+      for (int64_t j = 0; j < 16; ++j) {
+        const int64_t r = panel * 16 + j;
+        if (r >= n || r >= rows) break;  // padding rows stay code 0 / scale 0
+        const uint8_t* src = codes + r * row_bytes;
+        const uint8_t* row_scales = scales + row_base(r);
+        bool nan = false;
+        for (int64_t b = 0; b < blocks; ++b) {
+          uint8_t* dst = panel_data + b * kNvfp4PanelBlockBytes;
+          store_u32(dst + j * 4, regroup_nibble_quad<true>(load_u32(src + b * 8)));
+          store_u32(dst + 64 + j * 4, regroup_nibble_quad<true>(load_u32(src + b * 8 + 4)));
+          const uint8_t s = row_scales[(b / 4) * 512 + b % 4];
+          nan |= (s & 0x7F) == 0x7F;
           dst[128 + j] = s;
         }
+        if (nan) nan_found[static_cast<size_t>(panel)] = 1;
       }
     }
   });
