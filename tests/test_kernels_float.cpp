@@ -21,6 +21,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <random>
 #include <vector>
 
 #include "numeric/quantizers.hpp"
@@ -516,6 +517,37 @@ TEST_P(FloatKernels, SixteenBitPanelsDecodeEveryPattern) {
       }
     }
   }
+}
+
+// The FP8 panel layout (float_gemm.hpp), byte by byte, on any CPU: element
+// (row r, k c) of panel r/16 sits at step c, byte r%16 (single steps) or step
+// c/2, bytes 2·(r%16) + c%2 (k-pair steps); padding is 0. Shapes cover whole
+// 16x16 blocks, a k tail, an odd K with pairs, and a partial last panel. Also
+// the NaN column list, with NaN codes inside a block and in the k tail.
+TEST(KernelsFloat, Fp8PanelLayoutIsByteExact) {
+  using T = x86::PanelType;
+  for (bool pairs : {false, true})
+    for (int64_t n : {16, 37, 64})
+      for (int64_t k : {16, 48, 41, 7}) {
+        std::vector<uint8_t> w(static_cast<size_t>(n * k));
+        std::mt19937 rng(static_cast<uint32_t>(n * 1000 + k + pairs));
+        for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);  // 0x00-0x7E: no NaN yet
+        const std::vector<int64_t> nan_rows = {3, n - 1};
+        w[static_cast<size_t>(3 * k + k / 2)] = 0xFF;
+        w[static_cast<size_t>((n - 1) * k + k - 1)] = 0x7F;
+        const x86::FloatPanels p = x86::pack_panels(T::e4m3, w.data(), k, n, k, pairs);
+        const int64_t row = p.row_bytes();
+        std::vector<uint8_t> want(static_cast<size_t>(p.panels * p.steps * row), 0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < k; ++c) {
+            const int64_t step = pairs ? c / 2 : c, at = pairs ? 2 * (r % 16) + c % 2 : r % 16;
+            want[static_cast<size_t>(((r / 16) * p.steps + step) * row + at)] = w[static_cast<size_t>(r * k + c)];
+          }
+        ASSERT_EQ(p.data.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(p.data[i], want[i]) << "pairs " << pairs << " n=" << n << " k=" << k << " byte " << i;
+        EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
+      }
 }
 
 // Panels hold the stored bytes: 1 per FP8 weight, 2 per bf16 / f16, 4 per

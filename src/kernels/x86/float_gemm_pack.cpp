@@ -1,5 +1,7 @@
 // Panel packing for the float GEMM cores (float_gemm.hpp). Baseline ISA: the
 // elements are moved as stored, never converted.
+#include <emmintrin.h>  // SSE2: part of the x86-64 baseline
+
 #include <cstring>
 
 #include "kernels/x86/float_gemm.hpp"
@@ -30,6 +32,75 @@ int64_t block_of(PanelType type) {
 
 // E4M3 NaN: all exponent and mantissa bits set (either sign).
 bool e4m3_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
+
+// Four rounds of "vector 2i / 2i+1 = interleave bytes of vectors i and i+8"
+// transpose 16 vectors of 16 bytes: each round rotates the 4 bits of the
+// vector index and the 4 bits of the byte index into each other, and after
+// four the two indices have traded places.
+inline void transpose_bytes_16x16(__m128i x[16]) {
+  for (int round = 0; round < 4; ++round) {
+    __m128i y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+}
+
+// The same with 16-bit elements, three rounds: 16 vectors of 8 elements.
+// Vector index bits (i3 i2 i1 i0) and element bits (e2 e1 e0) end as vector
+// (i0 e2 e1 e0), element (i3 i2 i1): loading row r into vector
+// ((r & 7) << 1) | (r >> 3) leaves element e of vector 8·h + s = row 8·h + e's
+// element s.
+inline void transpose_pairs_16x8(__m128i x[16]) {
+  for (int round = 0; round < 3; ++round) {
+    __m128i y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm_unpacklo_epi16(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm_unpackhi_epi16(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+}
+
+// One full panel (16 rows) of 1-byte elements, 16 k at a time; returns the
+// first k not done.
+int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool pairs, int64_t row, uint8_t* dst) {
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) {
+    __m128i x[16];
+    for (int r = 0; r < 16; ++r) {
+      const int slot = pairs ? ((r & 7) << 1) | (r >> 3) : r;
+      x[slot] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * row_bytes + c));
+    }
+    if (pairs) {  // step c/2 + s: 32 bytes, rows 0-7 then rows 8-15
+      transpose_pairs_16x8(x);
+      for (int s = 0; s < 8; ++s) {
+        uint8_t* out = dst + (c / 2 + s) * row;
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), x[s]);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), x[8 + s]);
+      }
+    } else {
+      transpose_bytes_16x16(x);
+      for (int s = 0; s < 16; ++s) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + s) * row), x[s]);
+    }
+  }
+  return c;
+}
+
+// True when the row of `count` E4M3 codes holds a NaN.
+bool has_e4m3_nan(const uint8_t* in, int64_t count) {
+  int64_t c = 0;
+  const __m128i mask = _mm_set1_epi8(0x7F);
+  for (; c + 16 <= count; c += 16) {
+    const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + c)), mask);
+    if (_mm_movemask_epi8(_mm_cmpeq_epi8(v, mask)) != 0) return true;
+  }
+  for (; c < count; ++c)
+    if (e4m3_nan(in[c])) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -65,6 +136,18 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
         const int64_t r = panel * 16 + j;
         if (r >= n) break;
         const uint8_t* in = src + r * row_bytes;
+        // Full panels of 1-byte elements: 16x16 blocks, the k tail below.
+        const int64_t c0 = eb == 1 && j == 0 && panel * 16 + 16 <= n
+                               ? pack_bytes_panel(in, row_bytes, k, pairs, row, dst)
+                               : 0;
+        if (c0 > 0) {
+          for (int64_t jj = 0; jj < 16; ++jj) {
+            const uint8_t* tail = src + (r + jj) * row_bytes;
+            for (int64_t c = c0; c < k; ++c)
+              dst[(pairs ? (c / 2) * row + 2 * jj + (c % 2) : c * row + jj)] = tail[c];
+          }
+          break;
+        }
         if (type == PanelType::nvfp4) {  // in: high nibble = even k; out: column 2i low, 2i+1 high
           for (int64_t c = 0; c < k; ++c) {
             const uint8_t code = (c % 2 == 0 ? in[c / 2] >> 4 : in[c / 2]) & 0x0F;
@@ -89,15 +172,14 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   // Columns with an E4M3 NaN code in a weight (e4m3, mxfp8) or block scale (nvfp4).
   if (type == PanelType::e4m3 || type == PanelType::mxfp8 || type == PanelType::nvfp4) {
     const bool in_scales = type == PanelType::nvfp4;
-    for (int64_t r = 0; r < n; ++r) {
-      const uint8_t* in = in_scales ? block_scales + r * p.blocks : src + r * row_bytes;
-      const int64_t count = in_scales ? p.blocks : k;
-      for (int64_t c = 0; c < count; ++c)
-        if (e4m3_nan(in[c])) {
-          p.nan_columns.push_back(r);
-          break;
-        }
-    }
+    std::vector<char> nan(static_cast<size_t>(n), 0);
+    util::parallel_for(n, 64, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r)
+        nan[static_cast<size_t>(r)] = in_scales ? has_e4m3_nan(block_scales + r * p.blocks, p.blocks)
+                                                : has_e4m3_nan(src + r * row_bytes, k);
+    });
+    for (int64_t r = 0; r < n; ++r)
+      if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
   }
   return p;
 }
