@@ -46,14 +46,17 @@ namespace {
 //    stays in L2 next to one weight tile while every tile streams over it, so
 //    a tile fetched from L3 is reused by as many 6-token panels as possible.
 //    AVX-512: 768 KiB measured best among 384 / 768 / 1200 KiB at M = 4096,
-//    K = N = 3072 (bench_linear_int); AVX2: 256 KiB.
+//    K = N = 3072 (bench_linear_int); AVX2: 256 KiB (128 KiB - 1 MiB were
+//    within 4 % of it there, bench_int_tunings).
 //  kStreamPrefetchBytes: small M (weights from DRAM) prefetches each of the P
 //    weight streams this far ahead; 0 = none. On AVX-512 the hardware
 //    prefetchers alone left the M = 1 loops well below the read bandwidth (1
-//    and 4 KiB were no better; bench_linear_int re-measures it). Not used for
+//    and 4 KiB were no better; bench_int_tunings re-measures it). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
+// A bench may instantiate the kernel with another tuning T (a struct with
+// these four members; bench/isa/int_tunings.*.cpp).
 template <int Lanes>
 struct IntTile;
 template <>
@@ -225,11 +228,11 @@ enum class WeightMode { int8, int4, int4_x16 };
 // the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
 // out[r][P·16] (int32, offset not removed). objdump (g++ 12): the k loops keep
 // every accumulator in a register (loads, broadcasts and dot products only).
-template <class V, int MR, WeightMode Mode, bool Stream>
+template <class V, class T, int MR, WeightMode Mode, bool Stream>
 void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
   using I = typename V::I;
-  constexpr int L = V::kLanes, H = 16 / L, P = IntTile<L>::kTilePanels, NV = P * H;
-  constexpr int64_t kAhead = IntTile<L>::kStreamPrefetchBytes;
+  constexpr int L = V::kLanes, H = 16 / L, P = T::kTilePanels, NV = P * H;
+  constexpr int64_t kAhead = T::kStreamPrefetchBytes;
   I c[MR][NV];
   MIXQ_UNROLL
   for (int r = 0; r < MR; ++r)
@@ -299,32 +302,32 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
 
 using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*);
 
-template <class V, WeightMode Mode, bool Stream>
+template <class V, class T, WeightMode Mode, bool Stream>
 MicroFn micro_for(int rows) {
   switch (rows) {
-    case 1: return micro<V, 1, Mode, Stream>;
-    case 2: return micro<V, 2, Mode, Stream>;
-    case 3: return micro<V, 3, Mode, Stream>;
-    case 4: return micro<V, 4, Mode, Stream>;
-    case 5: return micro<V, 5, Mode, Stream>;
-    default: return micro<V, 6, Mode, Stream>;
+    case 1: return micro<V, T, 1, Mode, Stream>;
+    case 2: return micro<V, T, 2, Mode, Stream>;
+    case 3: return micro<V, T, 3, Mode, Stream>;
+    case 4: return micro<V, T, 4, Mode, Stream>;
+    case 5: return micro<V, T, 5, Mode, Stream>;
+    default: return micro<V, T, 6, Mode, Stream>;
   }
 }
 
-template <class V, WeightMode Mode>
+template <class V, class T, WeightMode Mode>
 MicroFn micro_for(int rows, bool stream) {
-  if constexpr (IntTile<V::kLanes>::kStreamPrefetchBytes > 0)
-    if (stream) return micro_for<V, Mode, true>(rows);
-  return micro_for<V, Mode, false>(rows);
+  if constexpr (T::kStreamPrefetchBytes > 0)
+    if (stream) return micro_for<V, T, Mode, true>(rows);
+  return micro_for<V, T, Mode, false>(rows);
 }
 
-template <class V>
+template <class V, class T>
 MicroFn micro_for(int rows, WeightMode mode, bool stream) {
   switch (mode) {
-    case WeightMode::int8: return micro_for<V, WeightMode::int8>(rows, stream);
-    case WeightMode::int4: return micro_for<V, WeightMode::int4>(rows, stream);
+    case WeightMode::int8: return micro_for<V, T, WeightMode::int8>(rows, stream);
+    case WeightMode::int4: return micro_for<V, T, WeightMode::int4>(rows, stream);
     default:
-      if constexpr (IntTile<V::kLanes>::kX16) return micro_for<V, WeightMode::int4_x16>(rows, stream);
+      if constexpr (T::kX16) return micro_for<V, T, WeightMode::int4_x16>(rows, stream);
       else return nullptr;  // never chosen (see the constructor)
   }
 }
@@ -333,9 +336,10 @@ inline uint8_t* aligned64(uint8_t* p) {
   return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
 }
 
-template <class V>
+template <class V, class T = IntTile<V::kLanes>>
 class SimdIntKernel final : public IntKernel {
-  static constexpr int P = IntTile<V::kLanes>::kTilePanels;
+  static constexpr int P = T::kTilePanels;
+  static_assert(4 % P == 0, "pack_int_weights rounds the panels to a multiple of 4");
 
  public:
   SimdIntKernel(const IntLayerDesc& d, std::string_view name)
@@ -346,7 +350,7 @@ class SimdIntKernel final : public IntKernel {
         w_(pack_int_weights(d)),
         // int4_x16 sums 16·(w+8)·q: |16·15·7| per product, so int32 holds K up to ~1.2 M.
         mode_(!w_.int4                                                  ? WeightMode::int8
-              : IntTile<V::kLanes>::kX16 && d.act == ActQuant::q4row ? WeightMode::int4_x16
+              : T::kX16 && d.act == ActQuant::q4row                   ? WeightMode::int4_x16
                                                                        : WeightMode::int4) {}
 
   std::string_view name() const override { return name_; }
@@ -460,7 +464,7 @@ class SimdIntKernel final : public IntKernel {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
       const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
       prefetch_output(row0 + r0, mr, panel, y);
-      micro_for<V>(mr, mode_, stream)(a, w_.kp, b, acc);
+      micro_for<V, T>(mr, mode_, stream)(a, w_.kp, b, acc);
       epilogue(acc, mr, row0 + r0, blk, r0, panel, y);
     }
   }
@@ -484,7 +488,7 @@ class SimdIntKernel final : public IntKernel {
   void forward_large(const float* x, int64_t m, float* y) const {
     // Block rows so that the quantized block stays in L2 and the blocks split
     // evenly over the threads.
-    const int64_t by_cache = std::max<int64_t>(kMr, (IntTile<V::kLanes>::kActBlockBytes / w_.kp) / kMr * kMr);
+    const int64_t by_cache = std::max<int64_t>(kMr, (T::kActBlockBytes / w_.kp) / kMr * kMr);
     const int64_t threads = std::max(1, mixq::num_threads());
     int64_t blocks = (m + by_cache - 1) / by_cache;
     blocks = (blocks + threads - 1) / threads * threads;

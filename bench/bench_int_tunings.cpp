@@ -1,0 +1,178 @@
+// The integer GEMM under its target's tuning and variations of it
+// (activation block size, small-M prefetch distance, register tile:
+// bench/isa/int_tunings.*.cpp), in alternating rounds so that every variant
+// sees the same machine; the variants compute the same bits (checked). At
+// M <= 16 the weights cycle through a ring >= kRingLlcFactor times the
+// last-level cache (from DRAM, as in decoding); "stored GB/s" counts the
+// bytes the checkpoint stores (codes + f32 per-row scale), given as a
+// fraction of the read bandwidth calibrated in the same run (median and best
+// pass); larger M reports integer GOPS.
+//
+//   bench_int_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
+//   formats: int8_convrot (INT8 W8A8, ConvRot group 256; default) and
+//            convrot_w4a4 (int4 weights and activations, ConvRot group 256)
+//   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
+//   The activation block sweep: --m 4096 --shape 3072x3072
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/calibrate.hpp"
+#include "kernels/cpu.hpp"
+#include "kernels/stream_prefetch.hpp"
+#include "mixq/error.hpp"
+#include "support/args.hpp"
+#include "support/inputs.hpp"
+#include "support/int_tunings.hpp"
+#include "support/run_info.hpp"
+#include "support/timing.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+using mixq::kernels::IntKernel;
+using mixq::kernels::IntLayerDesc;
+
+constexpr int64_t kGroup = 256;
+
+// Random stored weights of one layer and the description that points at them.
+struct RandomLayer {
+  std::vector<int8_t> weight;    // int8
+  std::vector<uint8_t> nibbles;  // int4, two per byte
+  std::vector<float> scale, bias;
+  IntLayerDesc desc;
+};
+
+std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, int64_t n, uint32_t seed) {
+  auto l = std::make_unique<RandomLayer>();
+  std::mt19937 rng(seed);
+  IntLayerDesc& d = l->desc;
+  d.n = n;
+  d.k = k;
+  d.group = kGroup;
+  if (format == "int8_convrot") {
+    l->weight.resize(static_cast<size_t>(n * k));
+    for (int8_t& w : l->weight) w = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    d.weight = l->weight.data();
+  } else {
+    l->nibbles.resize(static_cast<size_t>(n * k / 2));
+    for (uint8_t& b : l->nibbles) b = static_cast<uint8_t>(rng() & 0xFF);
+    d.weight_nibbles = l->nibbles.data();
+    d.int4_weights = true;
+    d.act = mixq::kernels::ActQuant::q4row;
+    d.epilogue = mixq::kernels::Epilogue::sequential;
+  }
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-3f), bias(-1.0f, 1.0f);
+  l->scale.resize(static_cast<size_t>(n));
+  l->bias.resize(static_cast<size_t>(n));
+  for (float& s : l->scale) s = scale(rng);
+  for (float& b : l->bias) b = bias(rng);
+  d.weight_scale = l->scale.data();
+  d.bias = l->bias.data();
+  return l;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  BenchArgs o = parse_args("bench_int_tunings", argc, argv);
+  if (o.ms.empty()) o.ms = {1};
+  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  std::vector<std::string> formats;
+  for (const char* f : {"int8_convrot", "convrot_w4a4"})
+    if (o.formats.empty() ? f == std::string("int8_convrot") : o.wants(f)) formats.push_back(f);
+  for (const std::string& f : o.formats)
+    if (f != "int8_convrot" && f != "convrot_w4a4")
+      mixq::fail("bench_int_tunings: unknown format '{}' (int8_convrot, convrot_w4a4)", f);
+  for (auto [k, n] : o.shapes)
+    if (k % kGroup != 0) mixq::fail("bench_int_tunings: K = {} is not a multiple of the ConvRot group {}", k, kGroup);
+
+  const mixq::kernels::Isa isa = mixq::kernels::best_isa();
+  const std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
+                                         : isa == mixq::kernels::Isa::avx2 ? int_tunings_avx2()
+                                                                           : std::vector<IntTuning>{};
+  if (tunings.empty()) {
+    std::printf("bench_int_tunings: no AVX2 or AVX-512 on this CPU\n");
+    return 0;
+  }
+  const int rounds = o.quick ? 5 : 9;  // >= 1 call per round: >= 5 calls per point
+  const double min_s = o.quick ? 0.03 : 0.1;
+  std::printf("# %s\n", run_header().c_str());
+  set_threads(o.threads);
+  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, rounds);
+  std::printf("# %s tunings, %d threads; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
+              "best %.1f GB/s, median %.1f\n",
+              isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2", o.threads,
+              mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median);
+  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call)\n", rounds, min_s);
+  for (const std::string& format : formats)
+    for (int64_t m : o.ms)
+      for (auto [k, n] : o.shapes) {
+        const bool int4 = format == "convrot_w4a4";
+        const double stored = double(n) * double(k) / (int4 ? 2 : 1) + 4.0 * double(n);
+        const int copies = m <= 16 ? ring_copies(stored) : 1;
+        // kernels[t][c]: tuning t's kernel over copy c (each packs its own weights).
+        std::vector<std::vector<std::unique_ptr<IntKernel>>> kernels(tunings.size());
+        for (int c = 0; c < copies; ++c) {
+          const auto layer = random_layer(format, k, n, static_cast<uint32_t>(c + 1));
+          for (size_t t = 0; t < tunings.size(); ++t) kernels[t].push_back(tunings[t].make(layer->desc));
+        }
+        const std::vector<float> x = random_activations(m * k);
+        std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());
+        kernels[0][0]->forward(x.data(), m, want.data());
+        for (size_t t = 0; t < tunings.size(); ++t) {
+          std::fill(y.begin(), y.end(), std::nanf(""));
+          kernels[t][0]->forward(x.data(), m, y.data());
+          if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0)
+            mixq::fail("bench_int_tunings: tuning '{}' computes different bits than the default", tunings[t].name);
+        }
+        size_t next = 0;
+        std::vector<std::vector<double>> times(tunings.size());
+        for (int r = 0; r < rounds; ++r)
+          for (size_t t = 0; t < tunings.size(); ++t) {
+            long calls = 0;
+            const auto t0 = std::chrono::steady_clock::now();
+            double s = 0;
+            do {
+              kernels[t][next]->forward(x.data(), m, y.data());
+              next = (next + 1) % kernels[t].size();
+              ++calls;
+              s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            } while (s < min_s);
+            times[t].push_back(s / calls);
+          }
+        std::printf("\n# %s M=%ld K=%ld N=%ld, kernel %s%s\n", format.c_str(), m, k, n,
+                    std::string(kernels[0][0]->name()).c_str(),
+                    copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
+        // Small M reads the weights from DRAM: bandwidth columns. Large M: GOPS.
+        const bool streams = copies > 1;
+        std::printf("%-50s %10s %10s", "tuning", "time", "vs default");
+        if (streams) std::printf(" %12s %11s %10s\n", "stored GB/s", "of med. bw", "of best bw");
+        else std::printf(" %9s\n", "int GOPS");
+        const double base = median(times[0]);
+        for (size_t t = 0; t < tunings.size(); ++t) {
+          const double s = median(times[t]);
+          std::printf("%-50s %8.3fms %9.3fx", tunings[t].name, s * 1e3, s / base);
+          if (streams)
+            std::printf(" %12.1f %10.0f%% %9.0f%%\n", stored / s / 1e9, 100 * stored / s / 1e9 / bw.median,
+                        100 * stored / s / 1e9 / bw.best);
+          else std::printf(" %9.0f\n", 2.0 * double(m) * double(n) * double(k) / s / 1e9);
+        }
+        std::fflush(stdout);
+      }
+  return 0;
+} catch (const mixq::Error& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

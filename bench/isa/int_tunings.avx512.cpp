@@ -1,0 +1,52 @@
+// Variations of the AVX-512 integer GEMM tuning (IntTile<16> in
+// int_gemm_impl.hpp) for bench_int_tunings: each differs from the default in
+// one member.
+#include "kernels/x86/int_gemm_impl.hpp"
+#include "support/int_tunings.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+using Base = IntTile<16>;
+struct Block384K : Base {
+  static constexpr int64_t kActBlockBytes = 384 * 1024;
+};
+struct Block1200K : Base {
+  static constexpr int64_t kActBlockBytes = 1200 * 1024;
+};
+struct TwoPanels : Base {
+  static constexpr int kTilePanels = 2;
+};
+struct NoPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+struct Ahead1K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 1024;
+};
+struct Ahead4K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 4096;
+};
+
+template <class T>
+std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
+  check_int_desc(d);
+  return std::make_unique<SimdIntKernel<Avx512, T>>(d, "avx512_vnni");
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
+
+namespace mixq::bench {
+
+std::vector<IntTuning> int_tunings_avx512() {
+  using namespace kernels::x86;
+  return {{"default (4 panels, block 768 KiB, prefetch 2 KiB)", make<Base>},
+          {"activation block 384 KiB", make<Block384K>},
+          {"activation block 1200 KiB", make<Block1200K>},
+          {"register tile 6 x 2 panels", make<TwoPanels>},
+          {"no small-M prefetch", make<NoPrefetch>},
+          {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
+          {"small-M prefetch 4 KiB ahead", make<Ahead4K>}};
+}
+
+}  // namespace mixq::bench

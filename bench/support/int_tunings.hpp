@@ -1,0 +1,21 @@
+#pragma once
+// The integer GEMM (src/kernels/x86/int_gemm_impl.hpp) compiled with its
+// target's tuning (IntTile) and with variations of it (bench/isa/
+// int_tunings.*.cpp, each compiled for its instruction set), for
+// bench_int_tunings.
+#include <memory>
+#include <vector>
+
+#include "kernels/int_kernel.hpp"
+
+namespace mixq::bench {
+
+struct IntTuning {
+  const char* name;  // "default" first, then what differs from it
+  std::unique_ptr<kernels::IntKernel> (*make)(const kernels::IntLayerDesc& desc);
+};
+
+std::vector<IntTuning> int_tunings_avx2();
+std::vector<IntTuning> int_tunings_avx512();
+
+}  // namespace mixq::bench
