@@ -19,8 +19,11 @@ struct Block512K : Base {
 struct Block1M : Base {
   static constexpr int64_t kActBlockBytes = 1024 * 1024;
 };
-struct Ahead1K : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 1024;
+struct NoPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+struct Ahead512 : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 512;
 };
 struct Ahead2K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 2048;
@@ -43,11 +46,12 @@ namespace mixq::bench {
 
 std::vector<IntTuning> int_tunings_avx2() {
   using namespace kernels::x86;
-  return {{"default (activation block 256 KiB, no prefetch)", make<Base>},
+  return {{"default (activation block 256 KiB, prefetch 1 KiB)", make<Base>},
           {"activation block 128 KiB", make<Block128K>},
           {"activation block 512 KiB", make<Block512K>},
           {"activation block 1 MiB", make<Block1M>},
-          {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
+          {"no small-M prefetch (the default before)", make<NoPrefetch>},
+          {"small-M prefetch 512 B ahead", make<Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<Ahead2K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>}};
 }

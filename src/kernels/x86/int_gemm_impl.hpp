@@ -51,7 +51,9 @@ namespace {
 //  kStreamPrefetchBytes: small M (weights from DRAM) prefetches each of the P
 //    weight streams this far ahead; 0 = none. On AVX-512 the hardware
 //    prefetchers alone left the M = 1 loops well below the read bandwidth (1
-//    and 4 KiB were no better; bench_int_tunings re-measures it). Not used for
+//    and 4 KiB were no better). On AVX2 (AMD Zen 3) 1 KiB made M = 1 1.15-1.25x
+//    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
+//    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
@@ -70,7 +72,7 @@ template <>
 struct IntTile<8> {
   static constexpr int kTilePanels = 1;
   static constexpr int64_t kActBlockBytes = 256 * 1024;
-  static constexpr int64_t kStreamPrefetchBytes = 0;
+  static constexpr int64_t kStreamPrefetchBytes = 1024;
   static constexpr bool kX16 = false;
 };
 
