@@ -37,6 +37,12 @@ std::unique_ptr<MappedFile> MappedFile::map(const std::string& path) {
   file->fd_ = open_regular_file(path, st);
   file->size_ = static_cast<uint64_t>(st.st_size);
   if (file->size_ == 0) return file;  // nothing to map; callers reject it as too short
+  // pread (the header, markers: read()) then reads only the pages asked for,
+  // not the kernel's readahead window of neighbouring tensor data: a cold
+  // `mixq inspect` reads no weight page (BENCHMARKS.md, inspect). Reads
+  // through the mapping keep their read-around: Linux decides that from the
+  // mapping's advice, not from this.
+  ::posix_fadvise(file->fd_, 0, 0, POSIX_FADV_RANDOM);
   // MAP_PRIVATE + PROT_READ: the checkpoint is never written through the
   // mapping. No MAP_POPULATE: pages are read only when a view is used.
   void* mapping = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, file->fd_, 0);
