@@ -16,14 +16,13 @@ def set_num_threads(threads: int) -> None:
     _set_by_user = True
 
 
-def follow_torch() -> None:
-    """Sizes the pool as torch.get_num_threads() unless the user chose a size."""
+def follow_torch(get_num_threads) -> None:
+    """Sizes the pool as torch's get_num_threads() (passed in: this module
+    imports without torch) unless the user chose a size."""
     if _set_by_user:
         return
-    import torch
-
     global _followed
-    wanted = torch.get_num_threads()
+    wanted = get_num_threads()
     if wanted == _followed:
         return
     _followed = wanted

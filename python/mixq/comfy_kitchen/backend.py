@@ -76,7 +76,7 @@ def _linear(key_tensors, extra, name, marker, tensors):
 
 def _run(linear, x: torch.Tensor) -> torch.Tensor:
     """y = linear(x) as float32 [..., out_features] (x any float dtype)."""
-    _threads.follow_torch()
+    _threads.follow_torch(torch.get_num_threads)
     y = torch.empty(*x.shape[:-1], linear.out_features, dtype=torch.float32)
     if y.numel():
         linear.forward(x.detach(), y)
@@ -124,7 +124,7 @@ def quantize_nvfp4(x, per_tensor_scale, epsilon=0.0, pad_16x=False, hi_first=Tru
         from comfy_kitchen.backends.eager.quantization import quantize_nvfp4 as eager
 
         return eager(x, per_tensor_scale, epsilon=epsilon, pad_16x=pad_16x, hi_first=hi_first)
-    _threads.follow_torch()
+    _threads.follow_torch(torch.get_num_threads)
     m, k = x.shape
     rows = -(-m // 16) * 16 if pad_16x else m
     data = torch.empty(rows, k // 2, dtype=torch.uint8)
@@ -147,7 +147,7 @@ def scaled_mm_nvfp4(a, b, tensor_scale_a, tensor_scale_b, block_scale_a, block_s
                   lambda: {"weight": b, "weight_scale": bs_b, "weight_scale_2": tensor_scale_b.float().reshape(()),
                    "input_scale": torch.ones((), dtype=torch.float32)})
     x = torch.empty(m, k, dtype=torch.float32)
-    _threads.follow_torch()
+    _threads.follow_torch(torch.get_num_threads)
     _mixq._nvfp4_dequantize(a.contiguous(), block_scale_a.contiguous().view(torch.uint8).reshape(-1), x)
     y = _run(lin, x)
     y *= tensor_scale_a.to(torch.float32)

@@ -66,27 +66,39 @@ class Linear(torch.nn.Module):
                 f"format={self.format or 'unquantized'}, method={self.method}, kernel={self.kernel}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        where = f"layer '{self._linear.prefix}'"
+        # Runs for every layer of a model, every step: the checks are cheap
+        # attribute reads and the messages are built only on error.
         if not isinstance(x, torch.Tensor):
-            raise Error(f"{where}: input must be a torch.Tensor, got {type(x).__name__}")
-        if x.device.type != "cpu":
-            raise Error(f"{where}: input is on {x.device}; mixq runs on the CPU (move it with .cpu())")
+            raise Error(f"{self._where()}: input must be a torch.Tensor, got {type(x).__name__}")
+        if not x.is_cpu:
+            raise Error(f"{self._where()}: input is on {x.device}; mixq runs on the CPU (move it with .cpu())")
         if x.dtype not in _FLOAT_DTYPES:
-            raise Error(f"{where}: input dtype {x.dtype} is not float32, bfloat16 or float16")
-        if x.requires_grad and torch.is_grad_enabled():
-            raise Error(f"{where}: mixq.torch.Linear is inference only and has no gradient; "
-                        "run under torch.no_grad() or torch.inference_mode(), or detach the input")
+            raise Error(f"{self._where()}: input dtype {x.dtype} is not float32, bfloat16 or float16")
+        if x.requires_grad:
+            if torch.is_grad_enabled():
+                raise Error(f"{self._where()}: mixq.torch.Linear is inference only and has no gradient; "
+                            "run under torch.no_grad() or torch.inference_mode(), or detach the input")
+            x = x.detach()
         if x.dim() == 0 or x.shape[-1] != self.in_features:
-            raise Error(f"{where}: input shape {list(x.shape)} does not end in in_features = {self.in_features}")
-        _threads.follow_torch()
+            raise Error(f"{self._where()}: input shape {list(x.shape)} does not end in "
+                        f"in_features = {self.in_features}")
+        _threads.follow_torch(torch.get_num_threads)
+        dtype = x.dtype
         stored_in, stored_out = self._linear.in_features, self._linear.out_features
         if stored_in != self.in_features:
             x = torch.nn.functional.pad(x, (0, stored_in - self.in_features))
-        y = torch.empty(*x.shape[:-1], stored_out, dtype=torch.float32)
-        if y.numel():
-            # y.numpy() is a view: NumPy's buffer protocol is cheaper than the
-            # DLPack capsule a tensor `out` would take (~5 us a call).
-            self._linear.forward(x.detach(), y.numpy())
+        if dtype == torch.float32 and x.numel():
+            # float32: through NumPy views both ways (x.numpy() and
+            # torch.from_numpy share memory), the cheapest crossing: a torch
+            # output tensor plus its .numpy() view cost ~4 us more per call.
+            y = torch.from_numpy(self._linear.forward(x.numpy()))
+        else:
+            y = torch.empty(*x.shape[:-1], stored_out, dtype=torch.float32)
+            if y.numel():
+                self._linear.forward(x, y.numpy())
         if stored_out != self.out_features:
             y = y[..., : self.out_features].contiguous()
-        return y if x.dtype == torch.float32 else y.to(x.dtype)
+        return y if dtype == torch.float32 else y.to(dtype)
+
+    def _where(self) -> str:
+        return f"layer '{self._linear.prefix}'"
