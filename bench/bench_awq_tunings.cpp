@@ -12,7 +12,6 @@
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; group 64;
 //   2 threads. Example, the large-M tiles: --m 64 --m 4096 --shape 3072x3072
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -73,10 +72,6 @@ AwqPacked random_packed(int64_t k, int64_t n, int64_t group, uint32_t seed) {
                                       FloatSource::of(mixq::DType::BF16, zeros.data()), n, k, group, std::move(bias));
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -119,27 +114,17 @@ int main(int argc, char** argv) try {
           mixq::fail("bench_awq_tunings: tuning '{}' computes different bits than the default", t.name);
       }
       size_t next = 0;
-      std::vector<std::vector<double>> times(tunings.size());
-      for (int r = 0; r < rounds; ++r)
-        for (size_t i = 0; i < tunings.size(); ++i) {
-          long calls = 0;
-          const auto t0 = std::chrono::steady_clock::now();
-          double s = 0;
-          do {
-            tunings[i].run(ring[next], x.data(), m, y.data());
-            next = (next + 1) % ring.size();
-            ++calls;
-            s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          } while (s < min_s);
-          times[i].push_back(s / calls);
-        }
+      const std::vector<double> times = alternating_medians(tunings.size(), rounds, min_s, [&](size_t i) {
+        tunings[i].run(ring[next], x.data(), m, y.data());
+        next = (next + 1) % ring.size();
+      });
       std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n,
                   copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
       std::printf("%-44s %10s %10s %12s %11s %10s\n", "tuning", "time", "vs default", "stored GB/s",
                   "of med. bw", "of best bw");
-      const double base = median(times[0]);
+      const double base = times[0];
       for (size_t i = 0; i < tunings.size(); ++i) {
-        const double t = median(times[i]);
+        const double t = times[i];
         std::printf("%-44s %8.3fms %9.3fx %12.1f %10.0f%% %9.0f%%\n", tunings[i].name, t * 1e3, t / base,
                     stored / t / 1e9, 100 * stored / t / 1e9 / bw.median,
                     100 * stored / t / 1e9 / bw.best);

@@ -14,7 +14,6 @@
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
 //   The activation block sweep: --m 4096 --shape 3072x3072
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -78,10 +77,6 @@ std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, 
   return l;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -138,20 +133,10 @@ int main(int argc, char** argv) try {
             mixq::fail("bench_int_tunings: tuning '{}' computes different bits than the default", tunings[t].name);
         }
         size_t next = 0;
-        std::vector<std::vector<double>> times(tunings.size());
-        for (int r = 0; r < rounds; ++r)
-          for (size_t t = 0; t < tunings.size(); ++t) {
-            long calls = 0;
-            const auto t0 = std::chrono::steady_clock::now();
-            double s = 0;
-            do {
-              kernels[t][next]->forward(x.data(), m, y.data());
-              next = (next + 1) % kernels[t].size();
-              ++calls;
-              s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            } while (s < min_s);
-            times[t].push_back(s / calls);
-          }
+        const std::vector<double> times = alternating_medians(tunings.size(), rounds, min_s, [&](size_t t) {
+          kernels[t][next]->forward(x.data(), m, y.data());
+          next = (next + 1) % kernels[t].size();
+        });
         std::printf("\n# %s M=%ld K=%ld N=%ld, kernel %s%s\n", format.c_str(), m, k, n,
                     std::string(kernels[0][0]->name()).c_str(),
                     copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
@@ -160,9 +145,9 @@ int main(int argc, char** argv) try {
         std::printf("%-50s %10s %10s", "tuning", "time", "vs default");
         if (streams) std::printf(" %12s %11s %10s\n", "stored GB/s", "of med. bw", "of best bw");
         else std::printf(" %9s\n", "int GOPS");
-        const double base = median(times[0]);
+        const double base = times[0];
         for (size_t t = 0; t < tunings.size(); ++t) {
-          const double s = median(times[t]);
+          const double s = times[t];
           std::printf("%-50s %8.3fms %9.3fx", tunings[t].name, s * 1e3, s / base);
           if (streams)
             std::printf(" %12.1f %10.0f%% %9.0f%%\n", stored / s / 1e9, 100 * stored / s / 1e9 / bw.median,

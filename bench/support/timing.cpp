@@ -47,4 +47,28 @@ std::string ratio(double num, double den) {
   return fmt::format("{:.2f}x", num / den);
 }
 
+std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
+                                        const std::function<void(size_t variant)>& call) {
+  using clock = std::chrono::steady_clock;
+  std::vector<std::vector<double>> times(variants);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < variants; ++i) {
+      long calls = 0;
+      const auto t0 = clock::now();
+      double s = 0;
+      do {
+        call(i);
+        ++calls;
+        s = std::chrono::duration<double>(clock::now() - t0).count();
+      } while (s < min_seconds);
+      times[i].push_back(s / calls);
+    }
+  std::vector<double> medians;
+  for (std::vector<double>& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  return medians;
+}
+
 }  // namespace mixq::bench

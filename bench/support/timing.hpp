@@ -1,8 +1,10 @@
 #pragma once
 // Timing for side-by-side benchmarks: warm-up calls, then repetitions of at
 // least `min_seconds` each; report the best and the median repetition.
+#include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace mixq::bench {
 
@@ -18,6 +20,13 @@ inline constexpr int kMinTimedCalls = 5;
 // `min_seconds`, and at least kMinTimedCalls calls in all. Returns seconds
 // per call.
 Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, int reps = 7);
+
+// Variants of one computation timed in alternating rounds, so that each sees
+// the same machine: every round runs call(0), call(1), ... (call(i) = one
+// call of variant i), each for at least `min_seconds` and at least one call.
+// Returns each variant's median seconds per call over the rounds.
+std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
+                                        const std::function<void(size_t variant)>& call);
 
 // Threads used by our pool and by oneDNN's OpenMP runtime.
 void set_threads(int threads);
