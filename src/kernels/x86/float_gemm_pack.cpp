@@ -33,35 +33,35 @@ int64_t block_of(PanelType type) {
 // E4M3 NaN: all exponent and mantissa bits set (either sign).
 bool e4m3_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
 
-// Four rounds of "vector 2i / 2i+1 = interleave bytes of vectors i and i+8"
-// transpose 16 vectors of 16 bytes: each round rotates the 4 bits of the
-// vector index and the 4 bits of the byte index into each other, and after
-// four the two indices have traded places.
-inline void transpose_bytes_16x16(__m128i x[16]) {
-  for (int round = 0; round < 4; ++round) {
+// `Rounds` rounds of "vectors 2i and 2i+1 = the low and high interleave of
+// vectors i and i+8" over 16 vectors. Each round rotates the 4 bits of the
+// vector index and the bits of the element index into each other:
+//  - bytes (4 rounds): after four the two indices have traded places, a
+//    16x16 byte transpose;
+//  - 16-bit elements (3 rounds): vector bits (i3 i2 i1 i0) and element bits
+//    (e2 e1 e0) end as vector (i0 e2 e1 e0), element (i3 i2 i1), so loading
+//    row r into vector ((r & 7) << 1) | (r >> 3) leaves element e of vector
+//    8·h + s = row 8·h + e's element s.
+template <int Rounds, class Lo, class Hi>
+inline void interleave_rounds(__m128i x[16], Lo lo, Hi hi) {
+  for (int round = 0; round < Rounds; ++round) {
     __m128i y[16];
     for (int i = 0; i < 8; ++i) {
-      y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + 8]);
-      y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + 8]);
+      y[2 * i] = lo(x[i], x[i + 8]);
+      y[2 * i + 1] = hi(x[i], x[i + 8]);
     }
     for (int i = 0; i < 16; ++i) x[i] = y[i];
   }
 }
 
-// The same with 16-bit elements, three rounds: 16 vectors of 8 elements.
-// Vector index bits (i3 i2 i1 i0) and element bits (e2 e1 e0) end as vector
-// (i0 e2 e1 e0), element (i3 i2 i1): loading row r into vector
-// ((r & 7) << 1) | (r >> 3) leaves element e of vector 8·h + s = row 8·h + e's
-// element s.
+inline void transpose_bytes_16x16(__m128i x[16]) {
+  interleave_rounds<4>(x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi8(a, b); },
+                       [](__m128i a, __m128i b) { return _mm_unpackhi_epi8(a, b); });
+}
+
 inline void transpose_pairs_16x8(__m128i x[16]) {
-  for (int round = 0; round < 3; ++round) {
-    __m128i y[16];
-    for (int i = 0; i < 8; ++i) {
-      y[2 * i] = _mm_unpacklo_epi16(x[i], x[i + 8]);
-      y[2 * i + 1] = _mm_unpackhi_epi16(x[i], x[i + 8]);
-    }
-    for (int i = 0; i < 16; ++i) x[i] = y[i];
-  }
+  interleave_rounds<3>(x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
+                       [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
 }
 
 // One full panel (16 rows) of 1-byte elements, 16 k at a time; returns the
