@@ -25,9 +25,7 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
   p.data.assign(static_cast<size_t>(p.panels * p.blocks * kNvfp4PanelBlockBytes), 0);
   const int64_t blocks = p.blocks;
   // The swizzled scale offset (docs/FORMATS.md §3.2, numeric/swizzle.hpp) of
-  // (r, b) is row_base(r) + (b / 4) · 512 + b % 4.
-  const int64_t row_tile_bytes = swizzled_offset(128, 0, blocks);
-  auto row_base = [&](int64_t r) { return (r / 128) * row_tile_bytes + (r % 32) * 16 + ((r % 128) / 32) * 4; };
+  // (r, b) is that of (r, 0) + (b / 4) · 512 + b % 4.
   std::vector<char> nan_found(static_cast<size_t>(p.panels), 0);
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t panel = begin; panel < end; ++panel) {
@@ -36,7 +34,7 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
         const int64_t r = panel * 16 + j;
         if (r >= n || r >= rows) break;  // padding rows stay code 0 / scale 0
         const uint8_t* src = codes + r * row_bytes;
-        const uint8_t* row_scales = scales + row_base(r);
+        const uint8_t* row_scales = scales + swizzled_offset(r, 0, blocks);
         bool nan = false;
         for (int64_t b = 0; b < blocks; ++b) {
           uint8_t* dst = panel_data + b * kNvfp4PanelBlockBytes;
