@@ -1,7 +1,9 @@
 #include "linear/float_common.hpp"
 
+#include <cstddef>
 #include <cstring>
 
+#include "io/mapped_file.hpp"
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
 #include "mixq/error.hpp"
@@ -49,14 +51,20 @@ bool full_precision(const Layer& layer) {
 }
 
 FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n,
-                     int64_t k, bool f32_activations, const uint8_t* block_scales)
+                     int64_t k, bool f32_activations, const uint8_t* block_scales, bool release_rows)
     : path_(path) {
   namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
   const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
   fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
   const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
-  panels_ = x86::pack_panels(type, w, row_bytes, n, k, pairs, block_scales);
+  const auto* rows = static_cast<const std::byte*>(w);
+  x86::RowsPacked rows_packed;
+  if (release_rows)
+    rows_packed = [&](int64_t r0, int64_t r1) {
+      MappedFile::release_pages({rows + r0 * row_bytes, static_cast<size_t>((r1 - r0) * row_bytes)});
+    };
+  panels_ = x86::pack_panels(type, w, row_bytes, n, k, pairs, block_scales, rows_packed);
 }
 
 void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,

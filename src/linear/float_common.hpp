@@ -44,8 +44,11 @@ class FloatGemm {
   // layers): x stays f32, so avx512 takes its FMA core whatever
   // kernels::float_dot() prefers (vdpbf16ps would need x in bf16, a 2^-9
   // relative rounding the reference does not make).
+  // `release_rows` (LinearOptions::release_file_pages): drops the file pages
+  // of w's rows as they are packed, so that a large layer's packed copy and
+  // its whole mapped weight are never resident together.
   FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
-            bool f32_activations, const uint8_t* block_scales = nullptr);
+            bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false);
   bool ready() const { return path_ != FastPath::none; }
   // "avx512_bf16", "avx512_fma" or "avx2".
   std::string_view name() const {

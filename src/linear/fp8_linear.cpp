@@ -42,7 +42,7 @@ class Fp8Linear final : public FloatLinear {
     full_precision_ = full_precision(layer);
     if (const FastPath path = fast_path(options); path != FastPath::none) {
       const auto type = dtype_ == DType::F8_E4M3 ? kernels::x86::PanelType::e4m3 : kernels::x86::PanelType::e5m2;
-      gemm_ = FloatGemm(path, type, codes, k, n, k, full_precision_);
+      gemm_ = FloatGemm(path, type, codes, k, n, k, full_precision_, nullptr, options.release_file_pages);
       kernel_ = gemm_.name();
     } else {
       codes_.assign(codes, codes + n * k);

@@ -55,7 +55,7 @@ class Mxfp8Linear final : public FloatLinear {
       for (int64_t r = 0; r < n; ++r)
         for (int64_t b = 0; b < blocks; ++b) linear[r * blocks + b] = scales[swizzled_offset(r, b, blocks)];
       gemm_ = FloatGemm(path, kernels::x86::PanelType::mxfp8, codes, cols_, n, cols_, full_precision_,
-                        linear.data());
+                        linear.data(), options.release_file_pages);
       kernel_ = gemm_.name();
       return;
     }

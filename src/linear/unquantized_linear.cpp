@@ -36,7 +36,8 @@ class UnquantizedLinear final : public FloatLinear {
         const x86::PanelType type = weight.dtype == DType::BF16 ? x86::PanelType::bf16
                                     : weight.dtype == DType::F16 ? x86::PanelType::f16
                                                                  : x86::PanelType::f32;
-        gemm_ = FloatGemm(path, type, stored, k * static_cast<int64_t>(dtype_size(weight.dtype)), n, k, true);
+        gemm_ = FloatGemm(path, type, stored, k * static_cast<int64_t>(dtype_size(weight.dtype)), n, k, true, nullptr,
+                          options.release_file_pages);
       }
       kernel_ = gemm_.name();
     } else {

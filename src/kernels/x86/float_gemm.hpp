@@ -29,6 +29,7 @@
 // columns that hold one and the kernel sets those outputs to NaN, which is
 // what any sum with a NaN term is.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mixq::kernels::x86 {
@@ -60,8 +61,12 @@ struct FloatPanels {
 // byte, the high nibble the even element). mxfp8 / nvfp4: `block_scales` is
 // the scale byte of (row, block) row-major [n, k/32] E8M0 / [n, k/16] E4M3
 // (k a multiple of the block). `pairs` only for e4m3 / e5m2 / mxfp8.
+// rows_packed(r0, r1), when set, is called from pool threads, in any order,
+// each time rows [r0, r1) of w are packed and will not be read again, so the
+// caller can drop their file pages while the rest of the layer packs.
+using RowsPacked = std::function<void(int64_t row_begin, int64_t row_end)>;
 FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
-                        const uint8_t* block_scales = nullptr);
+                        const uint8_t* block_scales = nullptr, const RowsPacked& rows_packed = {});
 
 // FMA cores: a is f32 [m, lda] (lda >= w.k; non-pairs panels). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products

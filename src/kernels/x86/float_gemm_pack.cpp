@@ -2,7 +2,9 @@
 // elements are moved as stored, never converted.
 #include <emmintrin.h>  // SSE2: part of the x86-64 baseline
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
@@ -29,6 +31,10 @@ bool is_fp8(PanelType type) {
 int64_t block_of(PanelType type) {
   return type == PanelType::mxfp8 ? 32 : type == PanelType::nvfp4 ? 16 : 0;
 }
+
+// Panels a pool thread packs between two rows_packed calls: 1024 rows, a
+// few MiB of a large layer's file pages resident at a time per thread.
+constexpr int64_t kReleasePanels = 64;
 
 // E4M3 NaN: all exponent and mantissa bits set (either sign).
 bool e4m3_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
@@ -109,7 +115,7 @@ int64_t FloatPanels::row_bytes() const {
 }
 
 FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
-                        const uint8_t* block_scales) {
+                        const uint8_t* block_scales, const RowsPacked& rows_packed) {
   if (pairs && !is_fp8(type)) fail("float gemm: k-pair panels hold FP8 codes only");
   const int64_t block = block_of(type);
   if (block && (k % block != 0 || block_scales == nullptr))
@@ -129,37 +135,53 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   const int64_t row = p.row_bytes();
   p.data.assign(static_cast<size_t>(p.panels * p.steps * row), 0u);
   const auto* src = static_cast<const uint8_t*>(w);
+  // Columns with an E4M3 NaN code in a weight (e4m3, mxfp8) or block scale
+  // (nvfp4), found while each panel is packed (its rows are read only then).
+  const bool nan_codes = type == PanelType::e4m3 || type == PanelType::mxfp8 || type == PanelType::nvfp4;
+  std::vector<char> nan(nan_codes ? static_cast<size_t>(n) : 0, 0);
+  auto pack_panel = [&](int64_t panel) {
+    uint8_t* dst = p.data.data() + panel * p.steps * row;
+    for (int64_t j = 0; j < 16; ++j) {
+      const int64_t r = panel * 16 + j;
+      if (r >= n) break;
+      const uint8_t* in = src + r * row_bytes;
+      // Full panels of 1-byte elements: 16x16 blocks, the k tail below.
+      const int64_t c0 = eb == 1 && j == 0 && panel * 16 + 16 <= n
+                             ? pack_bytes_panel(in, row_bytes, k, pairs, row, dst)
+                             : 0;
+      if (c0 > 0) {
+        for (int64_t jj = 0; jj < 16; ++jj) {
+          const uint8_t* tail = src + (r + jj) * row_bytes;
+          for (int64_t c = c0; c < k; ++c)
+            dst[(pairs ? (c / 2) * row + 2 * jj + (c % 2) : c * row + jj)] = tail[c];
+        }
+        break;
+      }
+      if (type == PanelType::nvfp4) {  // in: high nibble = even k; out: column 2i low, 2i+1 high
+        for (int64_t c = 0; c < k; ++c) {
+          const uint8_t code = (c % 2 == 0 ? in[c / 2] >> 4 : in[c / 2]) & 0x0F;
+          dst[c * row + j / 2] |= static_cast<uint8_t>(code << (4 * (j % 2)));
+        }
+      } else if (pairs) {  // step s holds [k = 2s, 2s + 1] of column j at bytes 2j, 2j + 1
+        for (int64_t c = 0; c < k; ++c) dst[(c / 2) * row + 2 * j + (c % 2)] = in[c];
+      } else if (eb == 1) {
+        for (int64_t c = 0; c < k; ++c) dst[c * row + j] = in[c];
+      } else {
+        for (int64_t c = 0; c < k; ++c) std::memcpy(dst + c * row + j * eb, in + c * eb, static_cast<size_t>(eb));
+      }
+    }
+  };
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+    int64_t handed = begin;  // panels [begin, handed) were given to rows_packed
     for (int64_t panel = begin; panel < end; ++panel) {
-      uint8_t* dst = p.data.data() + panel * p.steps * row;
-      for (int64_t j = 0; j < 16; ++j) {
-        const int64_t r = panel * 16 + j;
-        if (r >= n) break;
-        const uint8_t* in = src + r * row_bytes;
-        // Full panels of 1-byte elements: 16x16 blocks, the k tail below.
-        const int64_t c0 = eb == 1 && j == 0 && panel * 16 + 16 <= n
-                               ? pack_bytes_panel(in, row_bytes, k, pairs, row, dst)
-                               : 0;
-        if (c0 > 0) {
-          for (int64_t jj = 0; jj < 16; ++jj) {
-            const uint8_t* tail = src + (r + jj) * row_bytes;
-            for (int64_t c = c0; c < k; ++c)
-              dst[(pairs ? (c / 2) * row + 2 * jj + (c % 2) : c * row + jj)] = tail[c];
-          }
-          break;
-        }
-        if (type == PanelType::nvfp4) {  // in: high nibble = even k; out: column 2i low, 2i+1 high
-          for (int64_t c = 0; c < k; ++c) {
-            const uint8_t code = (c % 2 == 0 ? in[c / 2] >> 4 : in[c / 2]) & 0x0F;
-            dst[c * row + j / 2] |= static_cast<uint8_t>(code << (4 * (j % 2)));
-          }
-        } else if (pairs) {  // step s holds [k = 2s, 2s + 1] of column j at bytes 2j, 2j + 1
-          for (int64_t c = 0; c < k; ++c) dst[(c / 2) * row + 2 * j + (c % 2)] = in[c];
-        } else if (eb == 1) {
-          for (int64_t c = 0; c < k; ++c) dst[c * row + j] = in[c];
-        } else {
-          for (int64_t c = 0; c < k; ++c) std::memcpy(dst + c * row + j * eb, in + c * eb, static_cast<size_t>(eb));
-        }
+      if (nan_codes)
+        for (int64_t r = panel * 16; r < std::min(n, panel * 16 + 16); ++r)
+          nan[static_cast<size_t>(r)] = type == PanelType::nvfp4 ? has_e4m3_nan(block_scales + r * p.blocks, p.blocks)
+                                                                 : has_e4m3_nan(src + r * row_bytes, k);
+      pack_panel(panel);
+      if (rows_packed && (panel + 1 - handed == kReleasePanels || panel + 1 == end)) {
+        rows_packed(handed * 16, std::min(n, (panel + 1) * 16));
+        handed = panel + 1;
       }
     }
   });
@@ -169,18 +191,8 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
       for (int64_t b = 0; b < p.blocks; ++b)
         p.scales[static_cast<size_t>(((r / 16) * p.blocks + b) * 16 + r % 16)] = block_scales[r * p.blocks + b];
   }
-  // Columns with an E4M3 NaN code in a weight (e4m3, mxfp8) or block scale (nvfp4).
-  if (type == PanelType::e4m3 || type == PanelType::mxfp8 || type == PanelType::nvfp4) {
-    const bool in_scales = type == PanelType::nvfp4;
-    std::vector<char> nan(static_cast<size_t>(n), 0);
-    util::parallel_for(n, 64, [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r)
-        nan[static_cast<size_t>(r)] = in_scales ? has_e4m3_nan(block_scales + r * p.blocks, p.blocks)
-                                                : has_e4m3_nan(src + r * row_bytes, k);
-    });
-    for (int64_t r = 0; r < n; ++r)
-      if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
-  }
+  for (int64_t r = 0; r < static_cast<int64_t>(nan.size()); ++r)
+    if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
   return p;
 }
 
