@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <random>
@@ -548,6 +549,38 @@ TEST(KernelsFloat, Fp8PanelLayoutIsByteExact) {
           ASSERT_EQ(p.data[i], want[i]) << "pairs " << pairs << " n=" << n << " k=" << k << " byte " << i;
         EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
       }
+}
+
+// pack_panels' rows_packed contract (what lets FloatGemm drop a layer's file
+// pages while it packs): every row is handed over exactly once, in pieces of
+// at most 64 panels, and never read again. The callback overwrites the rows
+// it is given, as dropped-and-refaulted pages could not; the panels and the
+// NaN column list must still equal a plain pack of the untouched weight.
+TEST(KernelsFloat, PackedRowsAreHandedOverOnceAndNotReadAgain) {
+  using T = x86::PanelType;
+  for (T type : {T::e4m3, T::bf16})
+    for (int64_t n : {5, 16, 1100, 2100}) {
+      const int64_t k = 48, eb = type == T::bf16 ? 2 : 1, row_bytes = k * eb;
+      std::vector<uint8_t> w(static_cast<size_t>(n * row_bytes));
+      std::mt19937 rng(static_cast<uint32_t>(n + eb));
+      for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);
+      w[static_cast<size_t>((n - 1) * row_bytes)] = 0x7F;  // an E4M3 NaN in the last row
+      const x86::FloatPanels want = x86::pack_panels(type, w.data(), row_bytes, n, k, false);
+      std::vector<uint8_t> scratch = w;
+      std::mutex lock;
+      std::vector<int> handed(static_cast<size_t>(n), 0);
+      const x86::FloatPanels got = x86::pack_panels(type, scratch.data(), row_bytes, n, k, false, nullptr,
+                                                    [&](int64_t r0, int64_t r1) {
+                                                      ASSERT_LE(r1 - r0, 64 * 16);
+                                                      std::lock_guard<std::mutex> hold(lock);
+                                                      for (int64_t r = r0; r < r1; ++r) ++handed[static_cast<size_t>(r)];
+                                                      std::memset(scratch.data() + r0 * row_bytes, 0xFF,
+                                                                  static_cast<size_t>((r1 - r0) * row_bytes));
+                                                    });
+      EXPECT_EQ(std::count(handed.begin(), handed.end(), 1), n) << "n=" << n;
+      EXPECT_TRUE(got.data == want.data) << "n=" << n << ": a row was read after it was handed over";
+      EXPECT_EQ(got.nan_columns, want.nan_columns) << "n=" << n;
+    }
 }
 
 // Panels hold the stored bytes: 1 per FP8 weight, 2 per bf16 / f16, 4 per
