@@ -84,10 +84,8 @@ int main(int argc, char** argv) try {
   BenchArgs o = parse_args("bench_int_tunings", argc, argv);
   if (o.ms.empty()) o.ms = {1};
   if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
-  std::vector<std::string> formats;
-  for (const char* f : {"int8_convrot", "convrot_w4a4"})
-    if (o.formats.empty() ? f == std::string("int8_convrot") : o.wants(f)) formats.push_back(f);
-  for (const std::string& f : o.formats)
+  const std::vector<std::string> formats = o.formats.empty() ? std::vector<std::string>{"int8_convrot"} : o.formats;
+  for (const std::string& f : formats)
     if (f != "int8_convrot" && f != "convrot_w4a4")
       mixq::fail("bench_int_tunings: unknown format '{}' (int8_convrot, convrot_w4a4)", f);
   for (auto [k, n] : o.shapes)

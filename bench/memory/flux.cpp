@@ -18,8 +18,9 @@
 // cache, is the warm read bandwidth of this run), and mixq-memory-probe loads
 // it in a fresh process (every Linear, one M = 1 forward through all layers,
 // one M = --m forward through double block 0 and single block 0), and last
-// 1 GiB of never-touched memory is written once: the rate at which any loader
-// that copies weights can fill memory on this machine. Prints a Markdown
+// 1 GiB of never-touched memory is written, then written again: the first is
+// the rate at which any loader that copies weights can fill memory on this
+// machine. Prints a Markdown
 // table with the targets, met or not.
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -191,16 +192,26 @@ double read_seconds(const fs::path& path) {
 }
 
 // Bytes per second of writing memory the process has never touched (a fresh
-// anonymous mapping of `bytes`): every page faults and is zeroed first. A
-// loader that makes any copy of the weights pays this per byte of the copy.
-double fresh_write_bandwidth(size_t bytes) {
+// anonymous mapping of `bytes`: every page faults and is zeroed first), and
+// of writing the same memory again. A loader that makes any copy of the
+// weights pays the first per byte of the copy.
+struct WriteRates {
+  double fresh = 0, again = 0;
+};
+
+WriteRates write_rates(size_t bytes) {
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) mixq::fail("cannot map {} bytes", bytes);
-  const Clock::time_point t = Clock::now();
-  std::memset(p, 1, bytes);
-  const double s = std::chrono::duration<double>(Clock::now() - t).count();
+  auto rate = [&](int value) {
+    const Clock::time_point t = Clock::now();
+    std::memset(p, value, bytes);
+    return static_cast<double>(bytes) / std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  WriteRates r;
+  r.fresh = rate(1);
+  r.again = rate(2);
   ::munmap(p, bytes);
-  return static_cast<double>(bytes) / s;
+  return r;
 }
 
 nlohmann::json run_probe(const fs::path& probe, const std::vector<std::string>& args) {
@@ -283,11 +294,11 @@ int run(int argc, char** argv) {
     const double load = r["load_s"].get<double>(), m1 = r["forward_s"]["1"].get<double>();
     const double mbig = r["forward_s"][std::to_string(big_m)].get<double>();
     const double bandwidth = file / warm;
-    const double ratio = (load + m1) / (file / bandwidth);
+    const double ratio = (load + m1) / warm;
     // After the probe, whose memory is free again: the rate of filling fresh
     // memory, and the streaming read the M = 1 kernels are measured against
     // (calibrate.hpp: the kernels' prefetch distance, median of 7 passes).
-    const double fresh = fresh_write_bandwidth(size_t{1} << 30);
+    const WriteRates writes = write_rates(size_t{1} << 30);
     const mixq::kernels::Rate read = mixq::kernels::read_bandwidth_gbs(mixq::num_threads());
     const double m1_gbs = weights / m1 / 1e9;
     auto met = [](bool ok) { return ok ? "met" : "**not met**"; };
@@ -295,11 +306,12 @@ int run(int argc, char** argv) {
         "| {} | {:.2f} | {:.1f} | {:.2f} ({:.3f}x tensors, ≤1.05: {}) | {:.2f} ({:.3f}x file, ≤1.15: {}) | "
         "{:.2f} (largest layer {:.2f}: {}) | {:.2f} ({:.1f} GB/s: {:.0f} % of the median read {:.1f} GB/s, {:.0f} % of the "
         "best {:.1f}) | {:.2f} | {:.2f} GB/s ({:.2f} s; first pass {:.2f} s) | "
-        "{:.2f}x (≤1.5: {}) | {:.2f} GB/s (file ÷ it = {:.2f}x file ÷ warm read) |",
+        "{:.2f}x (≤1.5: {}) | {:.2f} GB/s (file ÷ it = {:.2f}x file ÷ warm read; written again {:.1f} GB/s) |",
         variant, file / 1e9, load, anon / 1e9, anon / weights, met(anon <= 1.05 * weights), rss / 1e9, rss / file,
         met(rss <= 1.15 * file), peak_over / 1e9, layer / 1e9, met(peak_over <= layer), m1, m1_gbs,
         100 * m1_gbs / read.median, read.median, 100 * m1_gbs / read.best, read.best, mbig, bandwidth / 1e9,
-        warm, cold_or_warm, ratio, met(ratio <= 1.5), fresh / 1e9, bandwidth / fresh));
+        warm, cold_or_warm, ratio, met(ratio <= 1.5), writes.fresh / 1e9, bandwidth / writes.fresh,
+        writes.again / 1e9));
     std::fprintf(stderr, "%s\n", r.dump().c_str());
   }
   std::printf("load average %s, %d threads\n\n", load_average().c_str(), mixq::num_threads());

@@ -141,22 +141,18 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   std::vector<char> nan(nan_codes ? static_cast<size_t>(n) : 0, 0);
   auto pack_panel = [&](int64_t panel) {
     uint8_t* dst = p.data.data() + panel * p.steps * row;
+    if (eb == 1 && panel * 16 + 16 <= n) {  // a full panel of 1-byte elements: 16x16 blocks, then the k tail
+      const int64_t c0 = pack_bytes_panel(src + panel * 16 * row_bytes, row_bytes, k, pairs, row, dst);
+      for (int64_t j = 0; j < 16; ++j) {
+        const uint8_t* in = src + (panel * 16 + j) * row_bytes;
+        for (int64_t c = c0; c < k; ++c) dst[pairs ? (c / 2) * row + 2 * j + (c % 2) : c * row + j] = in[c];
+      }
+      return;
+    }
     for (int64_t j = 0; j < 16; ++j) {
       const int64_t r = panel * 16 + j;
       if (r >= n) break;
       const uint8_t* in = src + r * row_bytes;
-      // Full panels of 1-byte elements: 16x16 blocks, the k tail below.
-      const int64_t c0 = eb == 1 && j == 0 && panel * 16 + 16 <= n
-                             ? pack_bytes_panel(in, row_bytes, k, pairs, row, dst)
-                             : 0;
-      if (c0 > 0) {
-        for (int64_t jj = 0; jj < 16; ++jj) {
-          const uint8_t* tail = src + (r + jj) * row_bytes;
-          for (int64_t c = c0; c < k; ++c)
-            dst[(pairs ? (c / 2) * row + 2 * jj + (c % 2) : c * row + jj)] = tail[c];
-        }
-        break;
-      }
       if (type == PanelType::nvfp4) {  // in: high nibble = even k; out: column 2i low, 2i+1 high
         for (int64_t c = 0; c < k; ++c) {
           const uint8_t code = (c % 2 == 0 ? in[c / 2] >> 4 : in[c / 2]) & 0x0F;

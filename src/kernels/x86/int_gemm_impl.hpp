@@ -51,7 +51,7 @@ namespace {
 //  kStreamPrefetchBytes: small M (weights from DRAM) prefetches each of the P
 //    weight streams this far ahead; 0 = none. On AVX-512 the hardware
 //    prefetchers alone left the M = 1 loops well below the read bandwidth (1
-//    and 4 KiB were no better). On AVX2 (AMD Zen 3) 1 KiB made M = 1 1.15-1.25x
+//    and 4 KiB were no better). On AVX2 (AMD Zen 3) 1 KiB made M = 1 1.16-1.24x
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.

@@ -45,6 +45,31 @@ void pack_rows(const uint8_t* rows, int64_t row_bytes, int64_t n, bool regroup, 
   });
 }
 
+// Any other shape, one weight at a time (int_desc_weight): int8 with K % 4
+// != 0, and int4 values given as `weight`.
+void pack_elements(const IntLayerDesc& d, const PackedIntWeights& p, uint8_t* out) {
+  auto w = [&](int64_t n, int64_t k) -> int {
+    return (n < d.n && k < d.k) ? int_desc_weight(d, n, k) : 0;
+  };
+  for (int64_t pn = 0; pn < p.panels; ++pn) {
+    uint8_t* dst = out + pn * p.panel_bytes;
+    if (!p.int4) {
+      for (int64_t kk = 0; kk < p.kp / 4; ++kk)
+        for (int c = 0; c < kPanelCols; ++c)
+          for (int t = 0; t < 4; ++t)
+            dst[kk * 64 + 4 * c + t] = static_cast<uint8_t>(w(16 * pn + c, 4 * kk + t) + 128);
+    } else {
+      for (int64_t k8 = 0; k8 < p.kp / 8; ++k8)
+        for (int c = 0; c < kPanelCols; ++c)
+          for (int t = 0; t < 4; ++t) {
+            const int lo = w(16 * pn + c, 8 * k8 + t) + 8;
+            const int hi = w(16 * pn + c, 8 * k8 + 4 + t) + 8;
+            dst[k8 * 64 + 4 * c + t] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+          }
+    }
+  }
+}
+
 // The codes layout of int_pack.hpp (K is a multiple of 8: no K padding).
 void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
   const IntCodes& c = *d.codes;
@@ -96,41 +121,17 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p.data.data());
   p.aligned = p.data.data() + ((64 - addr % 64) % 64);
   uint8_t* out = const_cast<uint8_t*>(p.aligned);
-  auto w = [&](int64_t n, int64_t k) -> int {
-    return (n < d.n && k < d.k) ? int_desc_weight(d, n, k) : 0;
-  };
   if (p.codes) {
     pack_codes(d, p, out);
     return p;
   }
   // Rows that are whole words go word by word; other K take the element loop.
-  if (!p.int4 && d.weight && d.k % 4 == 0) {
+  if (!p.int4 && d.weight && d.k % 4 == 0)
     pack_rows(reinterpret_cast<const uint8_t*>(d.weight), d.k, d.n, false, 0x80808080u, p, out);
-    pack_scale_bias(d, p);
-    return p;
-  }
-  if (p.int4 && !d.weight && d.weight_nibbles && d.k % 8 == 0) {
+  else if (p.int4 && !d.weight && d.weight_nibbles && d.k % 8 == 0)
     pack_rows(d.weight_nibbles, d.k / 2, d.n, true, 0x88888888u, p, out);
-    pack_scale_bias(d, p);
-    return p;
-  }
-  for (int64_t pn = 0; pn < p.panels; ++pn) {
-    uint8_t* dst = out + pn * p.panel_bytes;
-    if (!p.int4) {
-      for (int64_t kk = 0; kk < p.kp / 4; ++kk)
-        for (int c = 0; c < kPanelCols; ++c)
-          for (int t = 0; t < 4; ++t)
-            dst[kk * 64 + 4 * c + t] = static_cast<uint8_t>(w(16 * pn + c, 4 * kk + t) + 128);
-    } else {
-      for (int64_t k8 = 0; k8 < p.kp / 8; ++k8)
-        for (int c = 0; c < kPanelCols; ++c)
-          for (int t = 0; t < 4; ++t) {
-            const int lo = w(16 * pn + c, 8 * k8 + t) + 8;
-            const int hi = w(16 * pn + c, 8 * k8 + 4 + t) + 8;
-            dst[k8 * 64 + 4 * c + t] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
-          }
-    }
-  }
+  else
+    pack_elements(d, p, out);
   pack_scale_bias(d, p);
   return p;
 }
