@@ -15,7 +15,8 @@ struct IntTuning {
   std::unique_ptr<kernels::IntKernel> (*make)(const kernels::IntLayerDesc& desc);
 };
 
-std::vector<IntTuning> int_tunings_avx2();
+std::vector<IntTuning> int_tunings_avx2();      // AVX-VNNI ones where the CPU has it
+std::vector<IntTuning> int_tunings_avx_vnni();
 std::vector<IntTuning> int_tunings_avx512();
 
 }  // namespace mixq::bench

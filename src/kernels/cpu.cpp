@@ -11,7 +11,7 @@ namespace mixq::kernels {
 namespace {
 
 struct Features {
-  bool avx2 = false, fma = false, f16c = false, avx_vnni = false;
+  bool avx2 = false, fma = false, f16c = false, bmi2 = false, avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
 };
@@ -37,6 +37,7 @@ Features detect() {
   if (max_leaf < 7) return f;
   __cpuid_count(7, 0, a, b, c, d);
   f.avx2 = (b & (1u << 5)) && ymm_os;
+  f.bmi2 = b & (1u << 8);
   f.avx512f = (b & (1u << 16)) && zmm_os;
   f.avx512dq = (b & (1u << 17)) && zmm_os;
   f.avx512bw = (b & (1u << 30)) && zmm_os;
@@ -68,12 +69,14 @@ std::atomic<int>& active() {
 
 }  // namespace
 
+// Each level is exactly the flags its kernel files are compiled with
+// (MIXQ_ISA_FLAGS_avx2 / _avx512 in CMakeLists.txt).
 Isa best_isa() {
   const Features& f = features();
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16 &&
-      f.fma && f.f16c)
+  const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
+  if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16)
     return Isa::avx512;
-  if (f.avx2 && f.fma && f.f16c) return Isa::avx2;
+  if (avx2) return Isa::avx2;
   return Isa::reference;
 }
 

@@ -105,6 +105,7 @@ std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_avx512(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);  // AVX-VNNI when present
 std::unique_ptr<IntKernel> make_int_kernel_avx2_novnni(const IntLayerDesc& desc);  // tests
+std::unique_ptr<IntKernel> make_int_kernel_avx_vnni(const IntLayerDesc& desc);  // int_gemm.avxvnni.cpp
 // Test hooks: the int8 weights [n, k] the fast kernel's micro-kernel
 // multiplies (for IntCodes, its in-kernel decode). Call only where the CPU
 // runs the path.

@@ -1,14 +1,16 @@
 // The integer linear (int_gemm_impl.hpp) compiled for AVX2. With AVX-VNNI the
 // inner product is `vpdpbusd ymm`. Without it, u8·s8 pairs are summed with
 // vpmaddubsw, which saturates at 16 bits: int4 weights (<= 15) are safe
-// (15·128·2 < 2^15); int8 weights are split into nibbles (Avx2::dot4).
+// (15·128·2 < 2^15); int8 weights are split into nibbles (Avx2::dot4). The
+// AVX-VNNI variant is compiled in int_gemm.avxvnni.cpp, so no AVX-VNNI code is
+// in this file.
 #include "kernels/cpu.hpp"
 #include "kernels/x86/int_gemm_impl.hpp"
 
 namespace mixq::kernels {
 
 std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc) {
-  if (cpu_has_avx_vnni()) return std::make_unique<x86::SimdIntKernel<x86::Avx2Vnni>>(desc, "avx2_vnni");
+  if (cpu_has_avx_vnni()) return make_int_kernel_avx_vnni(desc);
   return std::make_unique<x86::SimdIntKernel<x86::Avx2>>(desc, "avx2");
 }
 

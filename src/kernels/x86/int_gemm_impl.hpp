@@ -1,7 +1,7 @@
 #pragma once
 // The integer linear (layouts and roles: int_pack.hpp) over a vector type V
-// (simd_traits.hpp), compiled once per target by int_gemm.avx2.cpp and
-// int_gemm.avx512.cpp.
+// (simd_traits.hpp), compiled once per target by int_gemm.avx2.cpp,
+// int_gemm.avxvnni.cpp and int_gemm.avx512.cpp.
 //
 // forward(x, m):
 //  * small M (<= kGemvRows): quantize all tokens once, then split the weight

@@ -61,7 +61,7 @@ bool nvfp4_start_activation(int64_t m, int64_t k, int64_t blocks, std::optional<
 // on top of the avx512 ISA level (AVX-512 VNNI + BF16 CPUs without VBMI exist).
 bool nvfp4_avx512_supported();
 
-// AVX-512 kernels (nvfp4_w4a4.avx512.cpp). x [m, k] f32; k <= 16·blocks.
+// AVX-512 kernels (nvfp4_w4a4.avx512vbmi.cpp). x [m, k] f32; k <= 16·blocks.
 void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
                            const float* pre_quant_scale, std::optional<float> input_scale,
                            Nvfp4Activation& out);
@@ -79,5 +79,7 @@ void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks,
 // with vpmaddubsw + vpmaddwd when false (tests force it to cover CPUs without).
 void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y,
                      bool vnni);
+// The AVX-VNNI variant (nvfp4_w4a4.avxvnni.cpp); nvfp4_gemm_avx2 calls it.
+void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y);
 
 }  // namespace mixq::kernels::x86

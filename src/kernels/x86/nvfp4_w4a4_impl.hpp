@@ -1,7 +1,7 @@
 #pragma once
 // NVFP4 W4A4 activation quantization and GEMM (layout and arithmetic:
 // nvfp4_w4a4.hpp) over a vector type V (simd_traits.hpp), compiled once per
-// target by nvfp4_w4a4.avx2.cpp and nvfp4_w4a4.avx512.cpp on the same packed
+// target by nvfp4_w4a4.avx2.cpp, .avxvnni.cpp and .avx512vbmi.cpp on the same packed
 // weights. A 16-row panel is 16 / kLanes vectors: one zmm, or two ymm
 // "halves" (bytes [32h, 32h+32) and [64+32h, ...) of a packed block hold half
 // h's k-octets, bytes [128+8h, 136+8h) its scales).

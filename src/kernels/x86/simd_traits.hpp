@@ -2,8 +2,10 @@
 // The vector types the x86 kernels are written over, one struct per target:
 // a kernel family is written once as templates on `V` (the *_impl.hpp files)
 // and compiled per target by a tiny translation unit, *.avx2.cpp with the
-// Avx2 traits and *.avx512.cpp with the Avx512 traits (CMakeLists.txt gives
-// those files their ISA flags). Include only from such files.
+// Avx2 traits, *.avxvnni.cpp with Avx2Vnni and *.avx512[vbmi].cpp with the
+// Avx512 traits (CMakeLists.txt gives those files their ISA flags). Include
+// only from such files, and instantiate a kernel only with the traits of the
+// file's own instruction set.
 //
 // Each struct has the same members: the float / int32 vector types F and I,
 // kLanes (8 or 16 floats), a lane mask M for partial vectors, and inline
@@ -219,7 +221,8 @@ struct Avx2 {
   }
 };
 
-// AVX2 with AVX-VNNI: the int8 dot products are one `vpdpbusd ymm`.
+// AVX2 with AVX-VNNI: the int8 dot products are one `vpdpbusd ymm`. Only in
+// *.avxvnni.cpp files.
 struct Avx2Vnni : Avx2 {
   static I dot4_small(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
   static I dot4(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
@@ -325,7 +328,7 @@ struct Avx512 {
   static I table16(const int8_t* t) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
   }
-  static I lookup16(I table, I idx) { return _mm512_permutexvar_epi8(idx, table); }
+  static I lookup16(I table, I idx) { return _mm512_permutexvar_epi8(idx, table); }  // VBMI: *.avx512vbmi.cpp
   static int32_t reduce_add(I v) { return _mm512_reduce_add_epi32(v); }
   static I bcast4(const void* p) {
     uint32_t v;

@@ -2,16 +2,15 @@
 // AVX-VNNI group dots (`vpdpbusd ymm`) or without (vpmaddubsw + vpmaddwd:
 // weight offsets 0..15 times activation codes -8..15, so the 16-bit pair
 // sums, |.| <= 2·15·15 = 450, cannot saturate and the int32 result is the
-// same).
-// g++ contracts a*b+c into FMA in C++ when -mfma is on; the reference
-// (baseline flags) cannot, so every product stays rounded.
-#pragma GCC optimize("fp-contract=off")
+// same). The AVX-VNNI variant is compiled in svdquant_w4a4.avxvnni.cpp, so no
+// AVX-VNNI code is in this file.
+#include "kernels/x86/no_fp_contract.hpp"
 #include "kernels/x86/svdquant_w4a4_impl.hpp"
 
 namespace mixq::kernels::x86 {
 
 void svdquant_avx2(const SvdquantPacked& pk, const float* x, int64_t m, float* y, bool avx_vnni) {
-  if (avx_vnni) svdquant_forward<Avx2Vnni>(pk, x, m, y);
+  if (avx_vnni) svdquant_avx_vnni(pk, x, m, y);
   else svdquant_forward<Avx2>(pk, x, m, y);
 }
 

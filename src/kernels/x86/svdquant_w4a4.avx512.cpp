@@ -1,7 +1,5 @@
 // The SVDQuant W4A4 linear (svdquant_w4a4_impl.hpp) compiled for AVX-512 VNNI.
-// g++ contracts a*b+c into FMA in C++ when -mfma is on; the reference
-// (baseline flags) cannot, so every product stays rounded.
-#pragma GCC optimize("fp-contract=off")
+#include "kernels/x86/no_fp_contract.hpp"
 #include "kernels/x86/svdquant_w4a4_impl.hpp"
 
 namespace mixq::kernels::x86 {

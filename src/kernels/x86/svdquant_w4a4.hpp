@@ -80,5 +80,7 @@ struct SvdquantActs {
 void svdquant_avx512(const SvdquantPacked& packed, const float* x, int64_t m, float* y);
 // Requires AVX2 (+ AVX-VNNI when `avx_vnni`; vpmaddubsw otherwise). Same packing.
 void svdquant_avx2(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool avx_vnni);
+// The AVX-VNNI variant (svdquant_w4a4.avxvnni.cpp); svdquant_avx2 calls it.
+void svdquant_avx_vnni(const SvdquantPacked& packed, const float* x, int64_t m, float* y);
 
 }  // namespace mixq::kernels::x86

@@ -1,7 +1,7 @@
 #pragma once
 // The SVDQuant W4A4 linear (svdquant_w4a4.hpp) over a vector type V
-// (simd_traits.hpp), compiled once per target by svdquant_w4a4.avx2.cpp and
-// svdquant_w4a4.avx512.cpp. Bit-identical to kernels::svdquant_ref: the same
+// (simd_traits.hpp), compiled once per target by svdquant_w4a4.avx2.cpp, .avxvnni.cpp and
+// .avx512.cpp. Bit-identical to kernels::svdquant_ref: the same
 // fp32 operations in the same order (the including file turns FMA contraction
 // off), and the integer group dots are exact.
 //

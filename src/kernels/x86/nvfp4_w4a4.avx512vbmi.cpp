@@ -1,4 +1,5 @@
-// NVFP4 W4A4 (nvfp4_w4a4_impl.hpp) compiled for AVX-512 VNNI + VBMI.
+// NVFP4 W4A4 (nvfp4_w4a4_impl.hpp) compiled for AVX-512 VNNI + VBMI: called only
+// where nvfp4_avx512_supported() (the avx512vbmi flags, CMakeLists.txt).
 #include "kernels/x86/nvfp4_w4a4_impl.hpp"
 
 namespace mixq::kernels::x86 {

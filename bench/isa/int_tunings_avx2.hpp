@@ -1,0 +1,57 @@
+#pragma once
+// Variations of the AVX2 integer GEMM tuning (IntTile<8> in int_gemm_impl.hpp)
+// for bench_int_tunings: each differs from the default in one member. The
+// register tile stays 1 panel: 2 panels need 24 accumulators, more than the
+// 16 ymm registers. Included by int_tunings.avx2.cpp (traits Avx2) and
+// int_tunings.avxvnni.cpp (Avx2Vnni), each instantiating only its own.
+#include <type_traits>
+
+#include "kernels/x86/int_gemm_impl.hpp"
+#include "support/int_tunings.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+using Base = IntTile<8>;
+struct Block128K : Base {
+  static constexpr int64_t kActBlockBytes = 128 * 1024;
+};
+struct Block512K : Base {
+  static constexpr int64_t kActBlockBytes = 512 * 1024;
+};
+struct Block1M : Base {
+  static constexpr int64_t kActBlockBytes = 1024 * 1024;
+};
+struct NoPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+struct Ahead512 : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 512;
+};
+struct Ahead2K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 2048;
+};
+struct Ahead4K : Base {
+  static constexpr int64_t kStreamPrefetchBytes = 4096;
+};
+
+template <class V, class T>
+std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
+  check_int_desc(d);
+  return std::make_unique<SimdIntKernel<V, T>>(d, std::is_same_v<V, Avx2Vnni> ? "avx2_vnni" : "avx2");
+}
+
+template <class V>
+std::vector<bench::IntTuning> avx2_int_tunings() {
+  return {{"default (activation block 256 KiB, prefetch 1 KiB)", make<V, Base>},
+          {"activation block 128 KiB", make<V, Block128K>},
+          {"activation block 512 KiB", make<V, Block512K>},
+          {"activation block 1 MiB", make<V, Block1M>},
+          {"no small-M prefetch (the default before)", make<V, NoPrefetch>},
+          {"small-M prefetch 512 B ahead", make<V, Ahead512>},
+          {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
+          {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>}};
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
