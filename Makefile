@@ -3,7 +3,7 @@
 
 DEBIAN_PACKAGES := cmake ninja-build g++ nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
 BENCH_PACKAGES  := libbenchmark-dev libdnnl-dev
-FUZZ_PACKAGES   := clang libclang-rt-14-dev
+SANITIZER_PACKAGES := clang libclang-rt-14-dev
 FUZZ_SECONDS    ?= 60
 # WERROR=ON: compiler warnings fail the build (`make test WERROR=ON`, as CI does once).
 # Unset, the build folder keeps its setting, so a later `make test-torch` does
@@ -69,7 +69,10 @@ bench-memory: build
 	@echo "commit $$(git rev-parse --short HEAD)"
 	build/release/bin/mixq-bench-memory --dir build/bench-memory $(BENCH_MEMORY_ARGS)
 
-test-asan: deps
+# The sanitizer build (clang, ASan + UBSan, preset `asan`) holds both the test
+# suite and the libFuzzer targets, so CI compiles the library with sanitizers once.
+test-asan:
+	$(call install_missing,$(DEBIAN_PACKAGES) $(SANITIZER_PACKAGES))
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 	ctest --preset asan
@@ -84,17 +87,17 @@ bench:
 # fuzz/make_corpus.py; findings stop the run (exit status non-zero).
 FUZZ_TARGETS := checkpoint marker npy
 fuzz:
-	$(call install_missing,$(DEBIAN_PACKAGES) $(FUZZ_PACKAGES))
-	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz
-	python3 fuzz/make_corpus.py build/fuzz/seeds
+	$(call install_missing,$(DEBIAN_PACKAGES) $(SANITIZER_PACKAGES))
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	python3 fuzz/make_corpus.py build/asan/fuzz-seeds
 	@per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
 	for t in $(FUZZ_TARGETS); do \
 	  dict=fuzz/safetensors.dict; [ $$t = npy ] && dict=fuzz/npy.dict; \
-	  mkdir -p build/fuzz/corpus/$$t; \
+	  mkdir -p build/asan/fuzz-corpus/$$t; \
 	  echo "== fuzz_$$t for $$per s"; \
-	  ./build/fuzz/fuzz/fuzz_$$t -max_total_time=$$per -rss_limit_mb=2048 -dict=$$dict \
-	    build/fuzz/corpus/$$t build/fuzz/seeds/$$t || exit 1; \
+	  ./build/asan/fuzz/fuzz_$$t -max_total_time=$$per -rss_limit_mb=2048 -dict=$$dict \
+	    build/asan/fuzz-corpus/$$t build/asan/fuzz-seeds/$$t || exit 1; \
 	done
 
 clean:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets: `make_corpus.py OUT` fills
 OUT/checkpoint (fuzz_checkpoint), OUT/marker (fuzz_marker) and OUT/npy
-(fuzz_npy). `make fuzz` runs it into build/fuzz/seeds; nothing is committed.
+(fuzz_npy). `make fuzz` runs it into build/asan/fuzz-seeds; nothing is committed.
 
 Checkpoints: valid float and quantized layers in both marker dialects, nested
 params, legacy scaled_fp8, SGLang's global MXFP8 (header quant_format), and

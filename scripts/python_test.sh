@@ -3,9 +3,8 @@
 #   1. creates build/venv when missing (python3 -m venv; installs Debian's
 #      python3-venv first if this python has no ensurepip) with
 #      scikit-build-core, nanobind, pytest and numpy from PyPI;
-#   2. installs the package from this tree into it (pip install
-#      --no-build-isolation: the extension's CMake build folder
-#      build/python/<wheel tag> is kept, so a rebuild is incremental), built
+#   2. installs the package from this tree into it (install_mixq in
+#      scripts/venv.sh: the extension links build/release's library), built
 #      with nanobind's GIL and reference-count assertions (MIXQ_PYTHON_CHECKS,
 #      python/CMakeLists.txt): a binding that touches a Python object without
 #      the GIL aborts the suite. MIXQ_PYTHON_CHECKS=OFF builds the release
@@ -33,14 +32,9 @@ checks=${MIXQ_PYTHON_CHECKS:-ON}
 case $checks in ON|OFF) ;; *) echo "python_test: MIXQ_PYTHON_CHECKS must be ON or OFF" >&2; exit 2;; esac
 export MIXQ_EXPECT_CHECKS=$checks  # test_package.py checks the module it got
 
-log=$root/build/python-install.log
-echo "python_test: pip install . (nanobind checks $checks; log: $log)"
-if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v \
-    --config-settings=cmake.define.MIXQ_PYTHON_CHECKS=$checks . >"$log" 2>&1; then
-  tail -n 40 "$log" >&2
-  echo "python_test: pip install failed (full log: $log)" >&2
-  exit 1
-fi
+echo "python_test: nanobind checks $checks"
+install_mixq "$venv" "$root/build/python-install.log" \
+  --config-settings=cmake.define.MIXQ_PYTHON_CHECKS=$checks
 
 # Run from python/tests so `import mixq` is the installed package, not the source folder.
 cd "$root/python/tests"

@@ -7,9 +7,9 @@
 #      nanobind and scikit-build-core from PyPI. PyPI's Linux torch wheel is
 #      the CUDA build: ~4.5 GB to download, ~5.6 GB installed (see
 #      conformance/CONFORMANCE.md for why the CPU wheel index is not used);
-#   2. installs mixq from this tree into it (pip install --no-build-isolation
-#      --no-deps, in the same CMake build folder as scripts/python_test.sh, so
-#      after `make test` this is a no-op rebuild);
+#   2. installs mixq from this tree into it (install_mixq in scripts/venv.sh,
+#      the same CMake build folder as scripts/python_test.sh, so after
+#      `make test` this is a no-op rebuild);
 #   3. runs pytest on python/tests_torch against the `mixq` binary in
 #      $MIXQ_CLI (default build/release/bin/mixq).
 # MIXQ_TORCH_VENV overrides the environment; extra arguments go to pytest.
@@ -42,13 +42,7 @@ if [ ! -x "$MIXQ_CLI" ]; then
   exit 1
 fi
 
-log=$root/build/torch-mixq-install.log
-echo "torch_test: pip install . (log: $log)"
-if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v . >"$log" 2>&1; then
-  tail -n 40 "$log" >&2
-  echo "torch_test: pip install failed (full log: $log)" >&2
-  exit 1
-fi
+install_mixq "$venv" "$root/build/torch-mixq-install.log"
 [ "$install_only" = 1 ] && exit 0
 
 # Run from python/tests_torch so `import mixq` is the installed package, not the source folder.

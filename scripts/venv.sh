@@ -18,3 +18,26 @@ ensure_venv() {
   "$venv/bin/python" -m pip install -q --upgrade pip
   "$venv/bin/python" -m pip install -q scikit-build-core nanobind pytest numpy
 }
+
+# install_mixq VENV LOG [PIP_ARGS...]: pip install . into VENV (no build
+# isolation, no deps; CMake build folder build/python/<wheel tag>, kept, so a
+# rebuild is incremental). When build/release is configured, its library is
+# brought up to date, installed into build/python/prefix, and the extension
+# links that one (MIXQ_LIBRARY_PREFIX in CMakeLists.txt) instead of compiling
+# the library a second time. The caller sets $root.
+install_mixq() {
+  local venv=$1 log=$2; shift 2
+  local release=$root/build/release prefix=""
+  if [ -f "$release/CMakeCache.txt" ]; then
+    prefix=$root/build/python/prefix
+    cmake --build "$release" --target mixq mixq-cli >/dev/null
+    cmake --install "$release" --component dev --prefix "$prefix" >/dev/null
+  fi
+  echo "install_mixq: pip install . ${prefix:+(library from $prefix) }(log: $log)"
+  if ! "$venv/bin/python" -m pip install --no-build-isolation --no-deps -v \
+      --config-settings=cmake.define.MIXQ_LIBRARY_PREFIX="$prefix" "$@" . >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "install_mixq: pip install failed (full log: $log)" >&2
+    return 1
+  fi
+}

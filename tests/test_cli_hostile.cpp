@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mixq/npy.hpp"
+#include "support/sanitizers.hpp"
 #include "support/test_support.hpp"
 
 namespace mixq {
@@ -266,7 +267,7 @@ int64_t peak_rss_of(const std::vector<std::string>& args) {
 }
 
 TEST(CliHostile, MemoryOfAHugeHeaderFollowsTheHeader) {
-#if defined(__SANITIZE_ADDRESS__)
+#if MIXQ_UNDER_ASAN
   // ASan's redzones, shadow memory and quarantine of freed blocks change peak
   // RSS by more than the quantity measured here; the release suite measures it.
   GTEST_SKIP() << "peak RSS is not meaningful under AddressSanitizer";

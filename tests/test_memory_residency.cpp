@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mixq/format.hpp"
+#include "support/sanitizers.hpp"
 #include "support/test_support.hpp"
 #include "test_format_svdquant_helpers.hpp"
 
@@ -120,7 +121,7 @@ nlohmann::json probe(const fs::path& checkpoint) {
 class Residency : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Residency, LoadedModelHoldsEachWeightOnce) {
-#if defined(__SANITIZE_ADDRESS__)
+#if MIXQ_UNDER_ASAN
   // ASan's shadow memory and quarantine change RSS by more than the bounds.
   GTEST_SKIP() << "RSS is not meaningful under AddressSanitizer";
 #endif

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/sanitizers.hpp"
 #include "util/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/linear.hpp"
@@ -194,7 +195,7 @@ TEST(Parallel, SetupSeesTheChunkCountTheBodyUses) {
 // forked child with a one-thread pool (no worker threads exist to lose in the
 // fork); not under AddressSanitizer, whose shadow memory needs no such limit.
 TEST(Parallel, RefusedThreadsLeaveAWorkingSmallerPool) {
-#if defined(__SANITIZE_ADDRESS__)
+#if MIXQ_UNDER_ASAN
   GTEST_SKIP() << "an address-space limit does not work under AddressSanitizer";
 #else
   mixq::set_num_threads(1);
