@@ -76,15 +76,24 @@ void check_case(const Case& c, uint64_t seed) {
   const auto want = run_kernel(*ref, x, c.m, c.n);
   for (float v : want) ASSERT_TRUE(std::isfinite(v));
   // Every fast path this CPU can run: AVX-512 VNNI, AVX2 (+AVX-VNNI when the
-  // CPU has it), and AVX2 without VNNI (vpmaddubsw emulation).
+  // CPU has it), and AVX2 without VNNI (vpmaddubsw emulation); int8 weights
+  // both packed and read in place (row-major GEMV for M <= 24, per-tile
+  // transpose above).
   std::vector<std::unique_ptr<IntKernel>> fast_kernels;
   using mixq::testing::kernel_path;
-  if (kernel_path("int_gemm:avx512_vnni", Isa::avx512)) fast_kernels.push_back(make_int_kernel_avx512(d));
-  if (kernel_path("int_gemm:avx2_vpmaddubsw", Isa::avx2)) {
-    fast_kernels.push_back(make_int_kernel_avx2(d));  // AVX-VNNI when the CPU has it
-    fast_kernels.push_back(make_int_kernel_avx2_novnni(d));
-    kernel_path("int_gemm:avx2_vnni", Isa::avx2, cpu_has_avx_vnni() ? "" : "AVX-VNNI");
+  for (bool in_place : {false, true}) {
+    if (in_place && c.int4) break;
+    d.weight_in_place = in_place;
+    if (kernel_path("int_gemm:avx512_vnni", Isa::avx512)) fast_kernels.push_back(make_int_kernel_avx512(d));
+    if (kernel_path("int_gemm:avx2_vpmaddubsw", Isa::avx2)) {
+      fast_kernels.push_back(make_int_kernel_avx2(d));  // AVX-VNNI when the CPU has it
+      fast_kernels.push_back(make_int_kernel_avx2_novnni(d));
+      kernel_path("int_gemm:avx2_vnni", Isa::avx2, cpu_has_avx_vnni() ? "" : "AVX-VNNI");
+    }
   }
+  int in_place = 0;
+  for (auto& fast : fast_kernels) in_place += fast && fast->reads_weight_in_place();
+  EXPECT_EQ(in_place, c.int4 ? 0 : static_cast<int>(fast_kernels.size()) / 2) << "int8 rows are read in place";
   for (auto& fast : fast_kernels) {
     ASSERT_TRUE(fast);
     const auto got = run_kernel(*fast, x, c.m, c.n);
@@ -92,19 +101,19 @@ void check_case(const Case& c, uint64_t seed) {
       uint32_t a, b;
       std::memcpy(&a, &got[i], 4);
       std::memcpy(&b, &want[i], 4);
-      ASSERT_EQ(a, b) << fast->name() << " m=" << c.m << " k=" << c.k << " n=" << c.n
+      ASSERT_EQ(a, b) << fast->name() << (fast->reads_weight_in_place() ? " (in place)" : "") << " m=" << c.m << " k=" << c.k << " n=" << c.n
                       << " g=" << c.group << " int4=" << c.int4 << " at row " << i / c.n
                       << " col " << i % c.n << ": " << got[i] << " vs " << want[i];
     }
   }
 }
 
-const int64_t kMs[] = {1, 2, 3, 7, 16, 33, 64, 257};
+const int64_t kMs[] = {1, 2, 3, 7, 16, 24, 25, 33, 64, 257};
 
 TEST(IntKernels, Int8TensorwiseAndRowwiseNoRotation) {
   uint64_t seed = 1;
   for (int64_t m : kMs)
-    for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 19}, {64, 64}, {100, 70}, {20, 129}})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 19}, {64, 64}, {100, 70}, {20, 129}, {200, 33}})
       check_case({m, k, n, 0, ActQuant::q8row, Epilogue::scale_product, false, m % 2 == 1}, seed++);
 }
 

@@ -22,6 +22,7 @@
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
 #include "mixq/marker.hpp"
+#include "support/kernel_paths.hpp"
 #include "support/test_support.hpp"
 
 namespace mixq {
@@ -66,12 +67,12 @@ void touch(std::span<const std::byte> data) {
   (void)sink;
 }
 
-// Four int8 ConvRot layers of [256, 4096] (1 MiB of weight each) and a float
-// tensor no layer claims.
-fs::path write_int8_checkpoint(const std::string& name) {
-  const fs::path path = testing::temp_dir(name) / "int8.safetensors";
-  const FormatTraits* f = find_format("int8_tensorwise");
-  const nlohmann::json params = apply_defaults(*f, {{"convrot", true}, {"convrot_groupsize", 256}});
+// Four layers of [256, 4096] (1 MiB of weight each for 8-bit formats) and a
+// float tensor no layer claims.
+fs::path write_checkpoint(const std::string& name, const std::string& format, const nlohmann::json& marker) {
+  const fs::path path = testing::temp_dir(name) / "layers.safetensors";
+  const FormatTraits* f = find_format(format);
+  const nlohmann::json params = apply_defaults(*f, marker);
   testing::CheckpointBuilder b;
   for (int i = 0; i < 4; ++i) {
     const std::string prefix = "blocks." + std::to_string(i) + ".attn";
@@ -89,6 +90,11 @@ fs::path write_int8_checkpoint(const std::string& name) {
   return path;
 }
 
+// INT8 ConvRot: its fast kernels read the weight in place (no pages released).
+fs::path write_int8_checkpoint(const std::string& name) {
+  return write_checkpoint(name, "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}});
+}
+
 const Layer& layer_of(const LayerSet& set, const std::string& prefix) {
   for (const Layer& l : set.layers)
     if (l.prefix == prefix) return l;
@@ -96,7 +102,8 @@ const Layer& layer_of(const LayerSet& set, const std::string& prefix) {
 }
 
 TEST(MemoryRelease, LinearCreateDropsTheLayersFilePagesAndTheDataStaysReadable) {
-  const fs::path path = write_int8_checkpoint("release");
+  // FP8 packs its weight (1 byte each, panels), so the file pages can go.
+  const fs::path path = write_checkpoint("release", "float8_e4m3fn", nlohmann::json::object());
   const Checkpoint c = Checkpoint::open(path.string());
   const LayerSet set = group_layers(c, collect_markers(c));
   const Layer& layer = layer_of(set, "blocks.1.attn");
@@ -144,6 +151,42 @@ TEST(MemoryRelease, LinearCreateDropsTheLayersFilePagesAndTheDataStaysReadable) 
   const uint64_t now = mapping_rss(mapping);
   touch(extra->data);
   EXPECT_EQ(mapping_rss(mapping), now);
+}
+
+// An INT8 layer on a fast path reads its weight from the mapping: nothing is
+// released, the Linear holds next to nothing itself, gives the reference's
+// results bit for bit, keeps the file mapped after the Checkpoint is gone,
+// and reports a file truncated under it.
+TEST(MemoryRelease, AnInPlaceInt8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
+  MIXQ_KERNEL_PATH_OR_SKIP("int_gemm:in_place_rows", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
+  const fs::path path = write_int8_checkpoint("in-place");
+  std::vector<float> x(5 * 4096), want(5 * 256), got(5 * 256);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.29f * static_cast<float>(i));
+  std::unique_ptr<Linear> linear;
+  {
+    const Checkpoint c = Checkpoint::open(path.string());
+    const LayerSet set = group_layers(c, collect_markers(c));
+    const Layer& layer = layer_of(set, "blocks.2.attn");
+    const void* mapping = c.tensors().front().data.data();
+    for (const TensorView& t : c.tensors()) touch(t.data);
+    const uint64_t before = mapping_rss(mapping);
+    linear = Linear::create(layer);  // release_file_pages = true
+    ASSERT_TRUE(linear->reads_file_in_place()) << linear->kernel_name();
+    EXPECT_EQ(mapping_rss(mapping), before) << "the weight's pages are its memory: none released";
+    const int64_t weight_bytes = static_cast<int64_t>(layer.tensor("weight").data.size());
+    ASSERT_TRUE(linear->packed_bytes().has_value());
+    EXPECT_LE(*linear->packed_bytes(), weight_bytes / 100) << "scales and bias only, not a copy";
+    Linear::create(layer, LinearOptions{KernelChoice::reference})->forward(x.data(), 5, want.data());
+    linear->forward(x.data(), 5, got.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0);
+  }
+  // The Checkpoint and the layer set are gone; the Linear still holds the file.
+  std::fill(got.begin(), got.end(), 0.0f);
+  linear->forward(x.data(), 5, got.data());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0);
+  // Truncated under it: the forward reads zeros (SIGBUS guard) and says so.
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  EXPECT_THROW(linear->forward(x.data(), 5, got.data()), Error);
 }
 
 TEST(MemoryRelease, OnlyWholePagesInsideTheRangeGo) {

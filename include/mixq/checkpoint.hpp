@@ -69,7 +69,7 @@ class Checkpoint {
 
  private:
   Checkpoint();
-  std::vector<std::unique_ptr<MappedFile>> mappings_;
+  std::vector<std::shared_ptr<const MappedFile>> mappings_;
   std::vector<std::string> index_paths_;
   std::vector<FileInfo> files_;
   std::vector<TensorView> tensors_;

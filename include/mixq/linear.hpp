@@ -40,6 +40,11 @@ class Linear {
   // bias; not the checkpoint's mapped pages), or nullopt for layer kinds that
   // do not count them yet.
   virtual std::optional<int64_t> packed_bytes() const { return std::nullopt; }
+  // True when forward reads the layer's weight from the checkpoint's mapped
+  // file in place instead of a packed copy (INT8 rows on the AVX2 and
+  // AVX-512 paths): the Linear then keeps that file mapped, after the
+  // Checkpoint is closed too, and the file's pages are the weight's memory.
+  virtual bool reads_file_in_place() const { return false; }
 
   // Builds the layer's linear through its format record.
   static std::unique_ptr<Linear> create(const Layer& layer, const LinearOptions& options = {});

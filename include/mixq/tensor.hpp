@@ -3,6 +3,7 @@
 // tensors produced by quantizers and writers.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "mixq/dtype.hpp"
 
 namespace mixq {
+
+class MappedFile;
 
 using Shape = std::vector<int64_t>;
 
@@ -29,6 +32,12 @@ struct TensorView {
   std::span<const std::byte> data;
   int file = 0;         // index into Checkpoint::files()
   uint64_t offset = 0;  // absolute byte offset of the data within that file
+  // The checkpoint file `data` lies in, for views a Checkpoint made (null for
+  // a caller's or an OwnedTensor's bytes). Holding it keeps the bytes valid
+  // after the Checkpoint is gone: a kernel that reads the weight in place
+  // instead of copying it keeps this (docs/ARCHITECTURE.md, "Weights used in
+  // place").
+  std::shared_ptr<const MappedFile> storage = nullptr;
 
   int64_t numel() const { return shape_numel(shape); }
   size_t rank() const { return shape.size(); }

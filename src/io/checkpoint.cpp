@@ -41,17 +41,17 @@ Checkpoint::~Checkpoint() = default;
 
 // Adds one file's tensors; views point into the file's bytes at their offsets
 // (validated by read_safetensors_header).
-static void add_file(const MappedFile& file, std::vector<FileInfo>& files,
+static void add_file(const std::shared_ptr<const MappedFile>& file, std::vector<FileInfo>& files,
                      std::vector<TensorView>& tensors, std::vector<std::string>& warnings) {
-  ParsedHeader header = read_safetensors_header(file);
+  ParsedHeader header = read_safetensors_header(*file);
   const int index = static_cast<int>(files.size());
-  const std::byte* base = file.bytes().data();
+  const std::byte* base = file->bytes().data();
   tensors.reserve(tensors.size() + header.entries.size());
   for (auto& e : header.entries) {
     uint64_t offset = header.data_start + e.begin;
     tensors.push_back(TensorView{std::move(e.name), e.dtype, std::move(e.shape),
                                  std::span<const std::byte>(base + offset, e.end - e.begin), index,
-                                 offset});
+                                 offset, file});
   }
   for (std::string& w : header.warnings) warnings.push_back(std::move(w));
   if (header.info.trailing_bytes > 0)
@@ -77,7 +77,7 @@ Checkpoint Checkpoint::open(const std::vector<std::string>& paths) {
   Checkpoint ckpt;
   for (const auto& path : sources.files) {
     ckpt.mappings_.push_back(MappedFile::map(path));
-    add_file(*ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
+    add_file(ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
   }
   sort_unique(ckpt.tensors_, ckpt.files_);
   for (const auto& index : sources.indexes) {
@@ -90,7 +90,7 @@ Checkpoint Checkpoint::open(const std::vector<std::string>& paths) {
 Checkpoint Checkpoint::from_bytes(std::span<const std::byte> bytes, std::string name) {
   Checkpoint ckpt;
   ckpt.mappings_.push_back(MappedFile::copy_of(bytes, std::move(name)));
-  add_file(*ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
+  add_file(ckpt.mappings_.back(), ckpt.files_, ckpt.tensors_, ckpt.warnings_);
   sort_unique(ckpt.tensors_, ckpt.files_);
   return ckpt;
 }

@@ -26,8 +26,11 @@ std::unique_ptr<Linear> make_int8(const Layer& layer, const LinearOptions& optio
   d.act = kernels::ActQuant::q8row;
   d.epilogue = kernels::Epilogue::scale_product;
   d.int4_weights = false;
-  // Read in place (bytes need no alignment): the kernel packs its own copy.
+  // Bytes need no alignment. In a mapped checkpoint file the fast kernels
+  // read them in place for every forward (no copy); a caller's buffer is
+  // packed.
   d.weight = reinterpret_cast<const int8_t*>(w.data.data());
+  d.weight_in_place = w.storage != nullptr;
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
   return make_int_linear(layer, d, options);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "io/mapped_file.hpp"
 #include "linear/kernel_path.hpp"
 #include "util/parallel.hpp"
 #include "mixq/error.hpp"
@@ -78,11 +79,25 @@ int64_t convrot_group(const Layer& layer, bool always_rotated) {
   return layer.param_int("convrot_groupsize");
 }
 
+IntLinear::IntLinear(int64_t k, int64_t n, std::unique_ptr<kernels::IntKernel> kernel,
+                     std::shared_ptr<const MappedFile> storage)
+    : Linear(k, n), kernel_(std::move(kernel)), storage_(std::move(storage)) {}
+
+void IntLinear::forward(const float* x, int64_t m, float* y) const {
+  kernel_->forward(x, m, y);
+  if (storage_) storage_->check_intact();
+}
+
 std::unique_ptr<Linear> make_int_linear(const Layer& layer, const kernels::IntLayerDesc& desc,
                                         const LinearOptions& options) {
   try {
-    return std::make_unique<IntLinear>(
-        desc.k, desc.n, kernels::make_int_kernel(desc, kernel_isa(options)));
+    std::unique_ptr<kernels::IntKernel> kernel = kernels::make_int_kernel(desc, kernel_isa(options));
+    std::shared_ptr<const MappedFile> storage;
+    if (kernel->reads_weight_in_place()) {
+      storage = layer.tensor("weight").storage;
+      if (!storage) fail("the kernel reads the weight in place, but it lies in no mapped file");
+    }
+    return std::make_unique<IntLinear>(desc.k, desc.n, std::move(kernel), std::move(storage));
   } catch (const Error& e) {
     fail("layer '{}': {}", layer.prefix, e.what());
   }

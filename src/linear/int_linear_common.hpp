@@ -12,16 +12,22 @@
 
 namespace mixq::linear {
 
+// A Linear that owns an IntKernel. `storage`: the mapped file the kernel
+// reads its weight from in place (IntKernel::reads_weight_in_place), held for
+// as long as the Linear lives; each forward then checks that the file was not
+// truncated under it (its pages would read as zeros).
 class IntLinear final : public Linear {
  public:
-  IntLinear(int64_t k, int64_t n, std::unique_ptr<kernels::IntKernel> kernel)
-      : Linear(k, n), kernel_(std::move(kernel)) {}
-  void forward(const float* x, int64_t m, float* y) const override { kernel_->forward(x, m, y); }
+  IntLinear(int64_t k, int64_t n, std::unique_ptr<kernels::IntKernel> kernel,
+            std::shared_ptr<const MappedFile> storage = nullptr);
+  void forward(const float* x, int64_t m, float* y) const override;
   std::string_view kernel_name() const override { return kernel_->name(); }
   std::optional<int64_t> packed_bytes() const override { return kernel_->held_bytes(); }
+  bool reads_file_in_place() const override { return storage_ != nullptr; }
 
  private:
   std::unique_ptr<kernels::IntKernel> kernel_;
+  std::shared_ptr<const MappedFile> storage_;
 };
 
 // weight_scale as f32 [n]: numel 1 is broadcast (tensorwise), numel n is per
@@ -37,7 +43,9 @@ bool wants_full_precision(const Layer& layer);
 std::unique_ptr<Linear> make_dequantized_linear(const Layer& layer);
 
 // Builds the IntLinear for a filled descriptor (the kernel copies/repacks what
-// it needs); kernel errors are reported naming the layer.
+// it needs); kernel errors are reported naming the layer. With
+// desc.weight_in_place, `weight` is the layer's "weight" tensor, which must
+// lie in a mapped file (TensorView::storage).
 std::unique_ptr<Linear> make_int_linear(const Layer& layer, const kernels::IntLayerDesc& desc,
                                         const LinearOptions& options);
 

@@ -16,9 +16,10 @@
 namespace mixq {
 namespace {
 
-// Every factory copies (packs) the layer's tensors into buffers the Linear
-// owns, so once it is built the file pages under them can go
-// (LinearOptions::release_file_pages). Ranges that touch are merged first, so
+// A factory copies (packs) the layer's tensors into buffers the Linear owns,
+// so once it is built the file pages under them can go
+// (LinearOptions::release_file_pages), unless the Linear reads the file in
+// place (Linear::reads_file_in_place: then its pages are the weight). Ranges that touch are merged first, so
 // that a page shared only by two tensors of this layer goes too; pages shared
 // with anything else stay (MappedFile::release_pages).
 void release_consumed_pages(const Layer& layer) {
@@ -48,7 +49,7 @@ std::unique_ptr<Linear> Linear::create(const Layer& layer, const LinearOptions& 
          layer.out_features, layer.in_features);
   std::unique_ptr<Linear> linear = runtime->make(layer, options);
   if (!linear) fail("layer '{}': format '{}' built no linear", layer.prefix, layer.format->name);
-  if (options.release_file_pages) release_consumed_pages(layer);
+  if (options.release_file_pages && !linear->reads_file_in_place()) release_consumed_pages(layer);
   return linear;
 }
 

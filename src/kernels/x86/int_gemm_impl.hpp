@@ -13,6 +13,10 @@
 //    and runs every weight tile (P·16 columns, L2-resident while all of the
 //    block's 6-row panels use it) over it. Activations never go to DRAM in
 //    quantized form; rotation and quantization are a few % of the work.
+// int8 rows used in place (PackedIntWeights::rows, no packed copy): small M
+// runs a row-major GEMV on them (rows_dot); large M transposes a tile of P
+// panels into the int8 panel layout just before use (transpose_panel), once
+// per (activation block, tile), as codes are decoded below.
 // 4-bit codes (IntCodes, asym_w4a8_int8) are decoded one tile of P panels at
 // a time, over the full K, into a per-thread int8 tile (decode_panel: a
 // 16-entry table per column and group, vpshufb over the nibbles) that the
@@ -89,12 +93,14 @@ struct ActBlock {
 // operations as quant::q8row / q4row: absmax ignoring NaN, one fp32 division
 // for the scale, x / s rounded half-to-even, clamped, NaN -> 0.
 //
+// `slots`: tokens per 4-byte step of the layout: kMr for an activation panel,
+// 1 for a plain row (q[k] at panel[k], for rows_dot).
 // `low_x16` (int4 weights with int4 activations, see WeightMode::int4_x16):
 // the values at k with k % 8 < 4 (they meet the weights' low nibbles) are
 // stored times 16 (|16·q| <= 112 fits int8); the row sum stays unscaled.
 template <class V>
 void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_x16, int8_t* panel, int r,
-                  float* scale_out, int32_t* sum_out) {
+                  int slots, float* scale_out, int32_t* sum_out) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes;
@@ -136,7 +142,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
     alignas(16) int32_t words[L / 4];
     V::store_i8(reinterpret_cast<int8_t*>(words), stored);
     const int64_t kk0 = i / 4;
-    for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * kMr + r) * 4, &words[w], 4);
+    for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * slots + r) * 4, &words[w], 4);
   }
   *sum_out = V::reduce_add(vsum);
 }
@@ -213,6 +219,82 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
     for (int v = 0; v < H; ++v)
       V::storei_a(out + (2 * k8 + 1) * 64 + 4 * L * v, T::lookup(tv[v], V::andi(V::template srli16<4>(c[v]), mask)));
   }
+}
+
+// Transposes panel `pn` of the in-place int8 rows into the int8 panel layout
+// (step kk: byte 4c + t = w[16·pn + c][4kk + t] + 128, int_pack.hpp) at `out`
+// (kp · 16 bytes, 64-byte aligned). A row's 4 bytes of one step are one
+// 32-bit word, so 16 k of 4 rows are a 4×4 word transpose (SSE2 unpacks).
+// K past the last whole 16, and partial panels, go a byte at a time.
+inline void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
+  const int64_t k = w.k, steps = w.kp / 4, row0 = 16 * pn;
+  const int64_t valid = std::clamp<int64_t>(w.n - row0, 0, kPanelCols);
+  if (valid == 0) {
+    std::memset(out, 0x80, static_cast<size_t>(steps * 64));  // weight 0
+    return;
+  }
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  int64_t kk = 0;
+  if (valid == kPanelCols) {
+    for (; 4 * kk + 16 <= k; kk += 4)
+      for (int g = 0; g < 4; ++g) {
+        const int8_t* r = w.rows + (row0 + 4 * g) * k + 4 * kk;
+        __m128i a[4];
+        for (int i = 0; i < 4; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + i * k));
+        const __m128i t0 = _mm_unpacklo_epi32(a[0], a[1]), t1 = _mm_unpackhi_epi32(a[0], a[1]);
+        const __m128i t2 = _mm_unpacklo_epi32(a[2], a[3]), t3 = _mm_unpackhi_epi32(a[2], a[3]);
+        const __m128i step[4] = {_mm_unpacklo_epi64(t0, t2), _mm_unpackhi_epi64(t0, t2),
+                                 _mm_unpacklo_epi64(t1, t3), _mm_unpackhi_epi64(t1, t3)};
+        for (int j = 0; j < 4; ++j)
+          _mm_store_si128(reinterpret_cast<__m128i*>(out + (kk + j) * 64 + 16 * g), _mm_xor_si128(step[j], flip));
+      }
+  }
+  for (; kk < steps; ++kk)
+    for (int c = 0; c < kPanelCols; ++c)
+      for (int t = 0; t < 4; ++t) {
+        const int64_t col = 4 * kk + t;
+        const bool inside = c < valid && col < k;
+        out[kk * 64 + 4 * c + t] = inside ? static_cast<uint8_t>(w.rows[(row0 + c) * k + col] ^ 0x80) : 0x80;
+      }
+}
+
+// Σ_k q[t][k]·w[r][k] (exact int32) for TM plain quantized rows q (stride
+// kp, zero padded) and R in-place weight rows, each row one memory stream:
+// 64 bytes per step, |w| against q·sign(w) (Avx2::abs8), the K % 64 tail in
+// scalar code. q must lie in [-127, 127]: Q8row's codes do (|x| / (amax /
+// 127) rounds to at most 127; -128 is never produced).
+template <class V, int R, int TM, bool Stream>
+void rows_dot(const int8_t* const* w, const int8_t* q, int64_t kp, int64_t k, int64_t ahead, int32_t (*out)[R]) {
+  using I = typename V::I;
+  constexpr int H = 64 / (4 * V::kLanes);  // vectors per 64-byte step
+  I acc[TM][R];
+  MIXQ_UNROLL
+  for (int t = 0; t < TM; ++t)
+    MIXQ_UNROLL
+    for (int r = 0; r < R; ++r) acc[t][r] = V::zeroi();
+  int64_t i = 0;
+  for (; i + 64 <= k; i += 64) {
+    if constexpr (Stream) {
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i + ahead), _MM_HINT_T0);
+    }
+    MIXQ_UNROLL
+    for (int h = 0; h < H; ++h)
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const I wv = V::loadi(w[r] + i + 4 * V::kLanes * h);
+        const I u = V::abs8(wv);
+        MIXQ_UNROLL
+        for (int t = 0; t < TM; ++t)
+          acc[t][r] = V::dot4_small(acc[t][r], u, V::sign8(V::loadi(q + t * kp + i + 4 * V::kLanes * h), wv));
+      }
+  }
+  for (int t = 0; t < TM; ++t)
+    for (int r = 0; r < R; ++r) {
+      int32_t sum = V::reduce_add(acc[t][r]);
+      for (int64_t j = i; j < k; ++j) sum += q[t * kp + j] * w[r][j];
+      out[t][r] = sum;
+    }
 }
 
 // How the micro-kernel reads the weight panels (int_pack.hpp):
@@ -357,6 +439,7 @@ class SimdIntKernel final : public IntKernel {
 
   std::string_view name() const override { return name_; }
   int64_t held_bytes() const override { return w_.bytes(); }
+  bool reads_weight_in_place() const override { return w_.rows != nullptr; }
 
   // The int8 values the micro-kernel sees for column `col` (test hook for the
   // in-kernel decode of codes: undoes the +128 of the int8 layout).
@@ -365,6 +448,7 @@ class SimdIntKernel final : public IntKernel {
     uint8_t* panel = aligned64(buf.data());
     const int64_t pn = col / kPanelCols, c = col % kPanelCols;
     if (w_.codes) decode_panel<V>(w_, pn, panel);
+    else if (w_.rows) transpose_panel(w_, pn, panel);
     else std::memcpy(panel, w_.panel(pn), static_cast<size_t>(w_.kp * kPanelCols));  // int8 layout
     for (int64_t k = 0; k < w_.k; ++k)
       out[k] = static_cast<int8_t>(panel[(k / 4) * 64 + 4 * c + k % 4] - 128);
@@ -372,13 +456,15 @@ class SimdIntKernel final : public IntKernel {
 
   void forward(const float* x, int64_t m, float* y) const override {
     if (m <= 0) return;
-    if (m <= kGemvRows) forward_small(x, m, y);
+    if (m <= kGemvRows && w_.rows) forward_rows_small(x, m, y);
+    else if (m <= kGemvRows) forward_small(x, m, y);
     else forward_large(x, m, y);
   }
 
  private:
-  // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk.
-  void prepare(const float* x, int64_t rows, ActBlock& blk) const {
+  // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk:
+  // as activation panels of kMr tokens, or (`plain`) as rows of kp bytes.
+  void prepare(const float* x, int64_t rows, ActBlock& blk, bool plain = false) const {
     util::PhaseScope phase("rotate + quantize activations");
     const int64_t k = w_.k, kp = w_.kp;
     const int64_t panels = (rows + kMr - 1) / kMr;
@@ -393,9 +479,9 @@ class SimdIntKernel final : public IntKernel {
         hadamard_row<V>(blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
-      quantize_row<V>(src, k, kp, act_, mode_ == WeightMode::int4_x16, blk.q.data() + (r / kMr) * kp * kMr,
-                      static_cast<int>(r % kMr), &blk.scale[static_cast<size_t>(r)],
-                      &blk.sum[static_cast<size_t>(r)]);
+      int8_t* q = plain ? blk.q.data() + r * kp : blk.q.data() + (r / kMr) * kp * kMr;
+      quantize_row<V>(src, k, kp, act_, mode_ == WeightMode::int4_x16, q, plain ? 0 : static_cast<int>(r % kMr),
+                      plain ? 1 : kMr, &blk.scale[static_cast<size_t>(r)], &blk.sum[static_cast<size_t>(r)]);
     }
   }
 
@@ -447,15 +533,16 @@ class SimdIntKernel final : public IntKernel {
   void run_tile(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel, bool stream, float* y) const {
     alignas(64) int32_t acc[kMr * P * 16];
     const uint8_t* b[P];
-    if (w_.codes) {  // decode the P panels into this thread's int8 tile (L2-sized)
-      util::PhaseScope phase("decode 4-bit codes");
+    if (w_.codes || w_.rows) {  // decode / transpose the P panels into this thread's int8 tile (L2-sized)
+      util::PhaseScope phase(w_.codes ? "decode 4-bit codes" : "transpose in-place rows");
       thread_local std::vector<uint8_t> tile;
       const size_t bytes = static_cast<size_t>(P * w_.kp * kPanelCols);
       if (tile.size() < bytes + 64) tile.resize(bytes + 64);
       uint8_t* base = aligned64(tile.data());
       for (int c = 0; c < P; ++c) {
         b[c] = base + c * w_.kp * kPanelCols;
-        decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols);
+        if (w_.codes) decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols);
+        else transpose_panel(w_, panel[c], base + c * w_.kp * kPanelCols);
       }
       stream = false;
     } else {
@@ -483,6 +570,59 @@ class SimdIntKernel final : public IntKernel {
         int64_t panel[P];
         for (int c = 0; c < P; ++c) panel[c] = P * q0 + c * len + t;
         run_tile(shared, m, 0, panel, true, y);
+      }
+    });
+  }
+
+  // Small M on in-place rows: each thread takes a contiguous range of tiles
+  // (P panels = P·16 output columns) and, per group of at most kMr tokens,
+  // runs the tile's rows kRowStreams at a time (that many memory streams)
+  // against kRowTokens tokens at a time (rows_dot). The sums then go through
+  // the panel epilogue, which removes weight_bias·Σq: adding it first (mod
+  // 2^32, undone exactly there) keeps one epilogue for both layouts.
+  static constexpr int kRowStreams = 4;
+  static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
+
+  template <int TM>
+  void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
+    const int64_t k = w_.k, kp = w_.kp;
+    for (int c = 0; c < P; ++c)
+      for (int r0 = 0; r0 < kPanelCols; r0 += kRowStreams) {
+        const int64_t first = panel[c] * kPanelCols + r0;
+        if (first >= w_.n) break;
+        const int8_t* w[kRowStreams];
+        for (int r = 0; r < kRowStreams; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * k;  // rows past n: unused
+        int32_t sums[TM][kRowStreams];
+        rows_dot<V, kRowStreams, TM, (T::kStreamPrefetchBytes > 0)>(w, blk.q.data() + t0 * kp, kp, k,
+                                                                    T::kStreamPrefetchBytes, sums);
+        for (int t = 0; t < TM; ++t)
+          for (int r = 0; r < kRowStreams; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
+      }
+  }
+
+  void forward_rows_small(const float* x, int64_t m, float* y) const {
+    thread_local ActBlock blk;
+    prepare(x, m, blk, true);
+    const ActBlock& shared = blk;
+    util::parallel_for(w_.panels / P, 1, [&](int64_t q0, int64_t q1, int) {
+      util::PhaseScope phase("integer GEMM + epilogue");
+      alignas(64) int32_t acc[kMr * P * 16] = {};  // columns past n stay unused
+      for (int64_t q = q0; q < q1; ++q) {
+        int64_t panel[P];
+        for (int c = 0; c < P; ++c) panel[c] = P * q + c;
+        for (int64_t g0 = 0; g0 < m; g0 += kMr) {
+          const int rows = static_cast<int>(std::min<int64_t>(kMr, m - g0));
+          int t = 0;
+          for (; t + kRowTokens <= rows; t += kRowTokens) rows_tile<kRowTokens>(shared, g0 + t, panel, acc + t * P * 16);
+          for (; t < rows; ++t) rows_tile<1>(shared, g0 + t, panel, acc + t * P * 16);
+          for (int r = 0; r < rows; ++r) {
+            const uint32_t offset = static_cast<uint32_t>(w_.weight_bias) *
+                                    static_cast<uint32_t>(shared.sum[static_cast<size_t>(g0 + r)]);
+            for (int i = 0; i < P * 16; ++i)
+              acc[r * P * 16 + i] = static_cast<int32_t>(static_cast<uint32_t>(acc[r * P * 16 + i]) + offset);
+          }
+          epilogue(acc, rows, g0, shared, g0, panel, y);
+        }
       }
     });
   }

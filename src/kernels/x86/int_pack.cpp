@@ -117,6 +117,11 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   p.codes = d.codes != nullptr;
   p.weight_bias = p.int4 ? 8 : 128;
   p.panel_bytes = p.int4 || p.codes ? p.kp * kPanelCols / 2 : p.kp * kPanelCols;
+  if (d.weight_in_place && d.weight && !p.int4 && !p.codes) {
+    p.rows = d.weight;
+    pack_scale_bias(d, p);
+    return p;
+  }
   p.data.assign(static_cast<size_t>(p.panels * p.panel_bytes + 64), 0);
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p.data.data());
   p.aligned = p.data.data() + ((64 - addr % 64) % 64);

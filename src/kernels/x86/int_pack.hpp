@@ -19,6 +19,11 @@
 //         0..15, plus s_rel per (panel, group): 16 values (E4M3 bytes or f32,
 //         the stored width) at [(panel · groups + group) · 16 + c]. The
 //         kernel decodes a panel into the int8 layout above just before use.
+//   rows in place (IntLayerDesc::weight_in_place, int8 only): no packed
+//         copy; `rows` points at the checkpoint's [n, k] int8 rows. Small M
+//         reads them as they are (a row-major GEMV); large M transposes a
+//         tile of panels into the int8 layout above just before use, as
+//         codes are decoded.
 // Padding (columns past N, k past K) holds weight 0 (byte 128 / nibble 8; for
 // codes, s_rel 0, which decodes every code to 0).
 // Activations (a panel of kMr tokens, contiguous over K):
@@ -40,7 +45,8 @@ struct PackedIntWeights {
   int64_t panel_bytes = 0;
   bool int4 = false;
   int32_t weight_bias = 128;  // 128 (int8) or 8 (int4)
-  std::vector<uint8_t> data;  // panels * panel_bytes, 64-byte aligned start
+  std::vector<uint8_t> data;  // panels * panel_bytes, 64-byte aligned start; empty for `rows`
+  const int8_t* rows = nullptr;  // in place: [n, k] row-major, read during forward
   std::vector<float> scale;   // [panels * 16], padding 0
   std::vector<float> bias;    // [panels * 16] or empty
   // Codes (int4 is false: the decoded panels are int8, weight_bias 128).

@@ -176,6 +176,12 @@ struct Avx2 {
   static I dot4_small(I acc, I u8, I s8) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
   }
+  // Signed bytes w, x as an (unsigned, signed) pair with the same products:
+  // |w| (0..128) and x·sign(w). For x in [-127, 127] the pair sums stay
+  // within ±2·128·127 = ±32512, so dot4_small(acc, abs8(w), sign8(x, w)) is
+  // the exact Σ_4 w·x.
+  static I abs8(I w) { return _mm256_abs_epi8(w); }
+  static I sign8(I x, I w) { return _mm256_sign_epi8(x, w); }
   // A block dot of 16 u8·s8 products per lane, in steps of 4 (one weight
   // vector against 4 activation bytes each):
   //   d = dot_begin(c); d = dot_step(d, w, x) ×4; dot_end(d, c) = c + Σ.
@@ -340,6 +346,9 @@ struct Avx512 {
   }
   static I dot4_small(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
   static I dot4(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
+  static I abs8(I w) { return _mm512_abs_epi8(w); }
+  // -x where w < 0 (no vpsignb in AVX-512; where w = 0, |w| = 0 anyway).
+  static I sign8(I x, I w) { return _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x); }
   static I dot_begin(int32_t c) { return _mm512_set1_epi32(c); }
   static I dot_step(I d, I u8, I s8) { return _mm512_dpbusd_epi32(d, u8, s8); }
   static I dot_end(I d, int32_t) { return d; }
