@@ -10,6 +10,11 @@
 // run the way the streaming kernels read (kernels::read_bandwidth_gbs: 4
 // streams per thread, software prefetch at kernels::kStreamPrefetchBytes),
 // against its median and its best pass.
+// A format whose Linear, built from a mapped checkpoint file, reads its
+// weight in place (Linear::reads_file_in_place: INT8) gets a second row, "in
+// place": its ring is of separate files (written to the temp directory,
+// mapped, then unlinked), the path a real checkpoint takes; the first row is
+// the packed copy a caller's in-memory tensors get.
 //
 //   bench_decode [--quick] [--threads N] [--format NAME ..] [--shape KxN ..]
 //                [--prefetch-sweep]
@@ -18,8 +23,11 @@
 //   --shape KxN       other shapes (repeatable)
 //   --prefetch-sweep  first, the calibration read at software-prefetch
 //                     distances 0 (hardware prefetchers only) to 8 KiB
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -120,18 +128,36 @@ int main(int argc, char** argv) try {
         const double stored = static_cast<double>(s.layer->bytes());
         // The ring is sized by the stored bytes: a Linear holds at least as many.
         const int copies = ring_copies(stored);
+        auto report = [&](LinearRing& ring, const std::string& how) {
+          const Timing t = time_calls([&] { ring.take().forward(x.data(), 1, y.data()); }, min_s, reps);
+          const double gbs = stored / t.median / 1e9;
+          std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %11.0f%% %9.0f%%  %s\n", name.c_str(),
+                      (std::to_string(k) + "x" + std::to_string(n)).c_str(),
+                      (std::string(ring[0].kernel_name()) + how).c_str(), t.median * 1e6,
+                      stored / (double(k) * double(n)), gbs, 100 * gbs / bw.median, 100 * gbs / bw.best,
+                      ring_note(copies, stored).c_str());
+          std::fflush(stdout);
+        };
         for (int c = 0; c < copies; ++c) s.ring.push_back(mixq::Linear::create(*s.layer));
-        const Timing t = time_calls([&] { s.ring.take().forward(x.data(), 1, y.data()); }, min_s, reps);
-        const double gbs = stored / t.median / 1e9;
-        std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %11.0f%% %9.0f%%  %s\n", name.c_str(),
-                    (std::to_string(k) + "x" + std::to_string(n)).c_str(),
-                    std::string(s.ring[0].kernel_name()).c_str(), t.median * 1e6, stored / (double(k) * double(n)),
-                    gbs, 100 * gbs / bw.median, 100 * gbs / bw.best, ring_note(copies, stored).c_str());
+        report(s.ring, "");
+        if (s.synthetic) {
+          s.ring = {};
+          LinearRing mapped;
+          const auto dir = std::filesystem::temp_directory_path();
+          for (int c = 0; c < copies; ++c) {
+            const std::string path = (dir / ("mixq-bench-decode-" + std::to_string(::getpid()) + ".safetensors")).string();
+            auto file = mixq::linear::map_synthetic_layer(*s.synthetic, path);
+            std::filesystem::remove(path);  // the mapping stays; the Linear holds it
+            auto linear = mixq::Linear::create(*file->layer);
+            if (!linear->reads_file_in_place()) break;
+            mapped.push_back(std::move(linear));
+          }
+          if (static_cast<int>(mapped.copies.size()) == copies) report(mapped, " in place");
+        }
       } catch (const mixq::Error& e) {
         std::printf("%-16s %12s not run: %s\n", name.c_str(), (std::to_string(k) + "x" + std::to_string(n)).c_str(),
                     e.what());
       }
-      std::fflush(stdout);
     }
   }
   return 0;

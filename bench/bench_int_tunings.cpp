@@ -115,11 +115,13 @@ int main(int argc, char** argv) try {
         const bool int4 = format == "convrot_w4a4";
         const double stored = double(n) * double(k) / (int4 ? 2 : 1) + 4.0 * double(n);
         const int copies = m <= 16 ? ring_copies(stored) : 1;
-        // kernels[t][c]: tuning t's kernel over copy c (each packs its own weights).
+        // kernels[t][c]: tuning t's kernel over copy c (each packs its own
+        // weights, or reads copy c's rows in place: the layers stay alive).
+        std::vector<std::unique_ptr<RandomLayer>> layers;
         std::vector<std::vector<std::unique_ptr<IntKernel>>> kernels(tunings.size());
         for (int c = 0; c < copies; ++c) {
-          const auto layer = random_layer(format, k, n, static_cast<uint32_t>(c + 1));
-          for (size_t t = 0; t < tunings.size(); ++t) kernels[t].push_back(tunings[t].make(layer->desc));
+          layers.push_back(random_layer(format, k, n, static_cast<uint32_t>(c + 1)));
+          for (size_t t = 0; t < tunings.size(); ++t) kernels[t].push_back(tunings[t].make(layers.back()->desc));
         }
         const std::vector<float> x = random_activations(m * k);
         std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());

@@ -41,6 +41,21 @@ std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   return std::make_unique<SimdIntKernel<V, T>>(d, std::is_same_v<V, Avx2Vnni> ? "avx2_vnni" : "avx2");
 }
 
+// The default tuning on int8 rows read in place (IntLayerDesc::weight_in_place),
+// as a mapped checkpoint's INT8 layer runs; int4 weights are packed anyway.
+struct Rows1 : Base {
+  static constexpr int kRowStreams = 1;
+};
+struct Rows8 : Base {
+  static constexpr int kRowStreams = 8;
+};
+template <class V, class T = Base>
+std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
+  IntLayerDesc in_place = d;
+  in_place.weight_in_place = true;
+  return make<V, T>(in_place);
+}
+
 template <class V>
 std::vector<bench::IntTuning> avx2_int_tunings() {
   return {{"default (activation block 256 KiB, prefetch 1 KiB)", make<V, Base>},
@@ -50,7 +65,10 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"no small-M prefetch (the default before)", make<V, NoPrefetch>},
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
-          {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>}};
+          {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>},
+          {"int8 rows read in place (no packed copy)", make_in_place<V>},
+          {"in place, 1 row stream", make_in_place<V, Rows1>},
+          {"in place, 8 row streams", make_in_place<V, Rows8>}};
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <random>
 
 #include "mixq/error.hpp"
+#include "mixq/marker.hpp"
+#include "mixq/safetensors_writer.hpp"
 
 namespace mixq::linear {
 
@@ -59,6 +61,29 @@ std::unique_ptr<SyntheticLayer> make_random_layer(const FormatTraits& format,
     for (float& v : b) v = normal(rng);
   }
   return make_synthetic_layer(format, params, std::move(w), n, k, std::move(b));
+}
+
+std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic, const std::string& path) {
+  const Layer& layer = synthetic.layer;
+  nlohmann::json marker = layer.params;
+  marker["format"] = layer.format->name;
+  const std::string json = marker.dump();
+  {
+    SafetensorsWriter writer(path);
+    for (const auto& [role, t] : layer.tensors) writer.declare(t.name, t.dtype, t.shape);
+    writer.declare(layer.prefix + ".comfy_quant", DType::U8, {static_cast<int64_t>(json.size())});
+    for (const auto& [role, t] : layer.tensors) writer.write(t.data);
+    writer.write(std::as_bytes(std::span(json.data(), json.size())));
+    writer.commit();
+  }
+  auto out = std::unique_ptr<MappedSyntheticLayer>(
+      new MappedSyntheticLayer{Checkpoint::open(path), LayerSet{}, nullptr});
+  out->set = group_layers(out->checkpoint, collect_markers(out->checkpoint));
+  for (const Layer& l : out->set.layers)
+    if (l.prefix == layer.prefix) out->layer = &l;
+  if (!out->layer) fail("{}: the written layer '{}' was not found again", path, layer.prefix);
+  if (!out->layer->problem.empty()) fail("{}: {}", path, out->layer->problem);
+  return out;
 }
 
 }  // namespace mixq::linear

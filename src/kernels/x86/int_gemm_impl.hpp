@@ -71,6 +71,7 @@ struct IntTile<16> {
   static constexpr int64_t kActBlockBytes = 768 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 2048;
   static constexpr bool kX16 = true;
+  static constexpr int kRowStreams = 4;
 };
 template <>
 struct IntTile<8> {
@@ -78,6 +79,7 @@ struct IntTile<8> {
   static constexpr int64_t kActBlockBytes = 256 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 1024;
   static constexpr bool kX16 = false;
+  static constexpr int kRowStreams = 4;
 };
 
 constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
@@ -272,11 +274,17 @@ void rows_dot(const int8_t* const* w, const int8_t* q, int64_t kp, int64_t k, in
   for (int t = 0; t < TM; ++t)
     MIXQ_UNROLL
     for (int r = 0; r < R; ++r) acc[t][r] = V::zeroi();
+  // The callers' R rows are consecutive rows of the matrix, and the next
+  // call takes the R after them: past its row's end, stream r prefetches
+  // where it continues, row r + R (never dereferenced, so rows past the
+  // matrix are harmless).
+  const int64_t next_group = (R - 1) * k;
   int64_t i = 0;
   for (; i + 64 <= k; i += 64) {
     if constexpr (Stream) {
+      const int64_t at = i + ahead < k ? i + ahead : i + ahead + next_group;
       MIXQ_UNROLL
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i + ahead), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
     }
     MIXQ_UNROLL
     for (int h = 0; h < H; ++h)
@@ -576,28 +584,37 @@ class SimdIntKernel final : public IntKernel {
 
   // Small M on in-place rows: each thread takes a contiguous range of tiles
   // (P panels = P·16 output columns) and, per group of at most kMr tokens,
-  // runs the tile's rows kRowStreams at a time (that many memory streams)
-  // against kRowTokens tokens at a time (rows_dot). The sums then go through
-  // the panel epilogue, which removes weight_bias·Σq: adding it first (mod
-  // 2^32, undone exactly there) keeps one epilogue for both layouts.
-  static constexpr int kRowStreams = 4;
+  // runs the tile's rows R at a time (R memory streams) against kRowTokens
+  // tokens at a time (rows_dot). R = T::kRowStreams for rows of at least
+  // kLongRowBytes, else 1: at K = 3072 four 3 KiB streams per thread read
+  // 9-14 % slower than one (bench_int_tunings "in place, 1 row stream"),
+  // while at K = 5376 and 12288 four were 6-8 % faster. The sums then go
+  // through the panel epilogue, which removes weight_bias·Σq: adding it first
+  // (mod 2^32, undone exactly there) keeps one epilogue for both layouts.
   static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
+  static constexpr int64_t kLongRowBytes = 4096;
 
-  template <int TM>
+  template <int TM, int R>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
     const int64_t k = w_.k, kp = w_.kp;
     for (int c = 0; c < P; ++c)
-      for (int r0 = 0; r0 < kPanelCols; r0 += kRowStreams) {
+      for (int r0 = 0; r0 < kPanelCols; r0 += R) {
         const int64_t first = panel[c] * kPanelCols + r0;
         if (first >= w_.n) break;
-        const int8_t* w[kRowStreams];
-        for (int r = 0; r < kRowStreams; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * k;  // rows past n: unused
-        int32_t sums[TM][kRowStreams];
-        rows_dot<V, kRowStreams, TM, (T::kStreamPrefetchBytes > 0)>(w, blk.q.data() + t0 * kp, kp, k,
-                                                                    T::kStreamPrefetchBytes, sums);
+        const int8_t* w[R];
+        for (int r = 0; r < R; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * k;  // rows past n: unused
+        int32_t sums[TM][R];
+        rows_dot<V, R, TM, (T::kStreamPrefetchBytes > 0)>(w, blk.q.data() + t0 * kp, kp, k, T::kStreamPrefetchBytes,
+                                                          sums);
         for (int t = 0; t < TM; ++t)
-          for (int r = 0; r < kRowStreams; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
+          for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
       }
+  }
+
+  template <int TM>
+  void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
+    if (w_.k >= kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
+    else rows_tile<TM, 1>(blk, t0, panel, acc);
   }
 
   void forward_rows_small(const float* x, int64_t m, float* y) const {
