@@ -22,7 +22,7 @@ int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);
 
 // A tensor inside a mapped file. `data` points into the mapping and stays valid
-// as long as the Checkpoint that produced the view lives.
+// as long as the Checkpoint that produced the view lives, or `storage`.
 // `data` is NOT guaranteed to be aligned for its dtype (safetensors offsets are
 // arbitrary): read elements with memcpy or unaligned loads.
 struct TensorView {
@@ -35,8 +35,8 @@ struct TensorView {
   // The checkpoint file `data` lies in, for views a Checkpoint made (null for
   // a caller's or an OwnedTensor's bytes). Holding it keeps the bytes valid
   // after the Checkpoint is gone: a kernel that reads the weight in place
-  // instead of copying it keeps this (docs/ARCHITECTURE.md, "Weights used in
-  // place").
+  // instead of copying it keeps this (README.md, "Loaded models hold each
+  // weight once").
   std::shared_ptr<const MappedFile> storage = nullptr;
 
   int64_t numel() const { return shape_numel(shape); }
