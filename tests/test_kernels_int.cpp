@@ -81,9 +81,20 @@ void check_case(const Case& c, uint64_t seed) {
   // transpose above).
   std::vector<std::unique_ptr<IntKernel>> fast_kernels;
   using mixq::testing::kernel_path;
+  // int4 weights as the file stores them (nibbles, low = even k), so that
+  // they can be read in place too.
+  std::vector<uint8_t> nibbles;
+  if (c.int4 && c.k % 8 == 0) {
+    nibbles.assign(static_cast<size_t>(c.n * c.k / 2), 0);
+    for (size_t i = 0; i < w.size(); ++i) nibbles[i / 2] |= static_cast<uint8_t>((w[i] & 0xF) << (4 * (i % 2)));
+  }
   for (bool in_place : {false, true}) {
-    if (in_place && c.int4) break;
+    if (in_place && c.int4 && nibbles.empty()) break;
     d.weight_in_place = in_place;
+    if (in_place && c.int4) {
+      d.weight = nullptr;
+      d.weight_nibbles = nibbles.data();
+    }
     if (kernel_path("int_gemm:avx512_vnni", Isa::avx512)) fast_kernels.push_back(make_int_kernel_avx512(d));
     if (kernel_path("int_gemm:avx2_vpmaddubsw", Isa::avx2)) {
       fast_kernels.push_back(make_int_kernel_avx2(d));  // AVX-VNNI when the CPU has it
@@ -93,7 +104,8 @@ void check_case(const Case& c, uint64_t seed) {
   }
   int in_place = 0;
   for (auto& fast : fast_kernels) in_place += fast && fast->reads_weight_in_place();
-  EXPECT_EQ(in_place, c.int4 ? 0 : static_cast<int>(fast_kernels.size()) / 2) << "int8 rows are read in place";
+  const bool rows_in_place = !c.int4 || !nibbles.empty();
+  EXPECT_EQ(in_place, rows_in_place ? static_cast<int>(fast_kernels.size()) / 2 : 0) << "rows are read in place";
   for (auto& fast : fast_kernels) {
     ASSERT_TRUE(fast);
     const auto got = run_kernel(*fast, x, c.m, c.n);
@@ -135,6 +147,9 @@ TEST(IntKernels, W4A4Int4AndInt8Activations) {
         for (int64_t n : {5, 64, 100})
           check_case({m, 2 * g + (g == 16 ? 16 : 0), n, g, act, Epilogue::sequential, true, n != 64},
                      seed++);
+  // Rows of 288 bytes: whole 64-byte steps and a tail in the in-place GEMV.
+  for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})
+    for (int64_t m : kMs) check_case({m, 576, 70, 64, act, Epilogue::sequential, true, true}, seed++);
 }
 
 TEST(IntKernels, SingleThreadAndManyThreadsAgree) {

@@ -41,8 +41,8 @@ class Linear {
   // do not count them yet.
   virtual std::optional<int64_t> packed_bytes() const { return std::nullopt; }
   // True when forward reads the layer's weight from the checkpoint's mapped
-  // file in place instead of a packed copy (INT8 rows on the AVX2 and
-  // AVX-512 paths): the Linear then keeps that file mapped, after the
+  // file in place instead of a packed copy (INT8 and ConvRot W4A4 rows on the
+  // AVX2 and AVX-512 paths): the Linear then keeps that file mapped, after the
   // Checkpoint is closed too, and the file's pages are the weight's memory.
   virtual bool reads_file_in_place() const { return false; }
 

@@ -61,9 +61,9 @@ struct IntLayerDesc {
   Epilogue epilogue = Epilogue::scale_product;
   bool int4_weights = false;     // weights in [-8, 7] (nibble-packed by fast kernels)
   const int8_t* weight = nullptr;  // [n, k] row-major integer values
-  // `weight` outlives the kernel (a mapped checkpoint file the caller keeps
-  // open): fast kernels that can read int8 rows in place keep the pointer
-  // instead of a packed copy (IntKernel::reads_weight_in_place says which
+  // `weight` / `weight_nibbles` outlive the kernel (a mapped checkpoint file
+  // the caller keeps open): fast kernels that can read int8 rows, or nibble
+  // rows with K % 8 == 0, in place keep the pointer instead of a packed copy (IntKernel::reads_weight_in_place says which
   // did). Pointers are then read during every forward, not only here.
   bool weight_in_place = false;
   // Instead of `weight`, for int4_weights: [n, k/2] bytes, two signed nibbles

@@ -34,8 +34,11 @@ std::unique_ptr<Linear> make_convrot_w4a4(const Layer& layer, const LinearOption
   d.act = linear_dtype == "int8" ? kernels::ActQuant::q8row : kernels::ActQuant::q4row;
   d.epilogue = kernels::Epilogue::sequential;
   d.int4_weights = true;
-  // Packed straight from the file's nibbles (docs/FORMATS.md §2.2 b).
+  // The file's nibbles (docs/FORMATS.md §2.2 b): in a mapped checkpoint the
+  // fast kernels read them in place for every forward; a caller's buffer is
+  // packed.
   d.weight_nibbles = reinterpret_cast<const uint8_t*>(w.data.data());
+  d.weight_in_place = w.storage != nullptr;
   d.weight_scale = scale.data();
   d.bias = bias.empty() ? nullptr : bias.data();
   return make_int_linear(layer, d, options);

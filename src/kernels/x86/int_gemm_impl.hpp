@@ -13,7 +13,7 @@
 //    and runs every weight tile (P·16 columns, L2-resident while all of the
 //    block's 6-row panels use it) over it. Activations never go to DRAM in
 //    quantized form; rotation and quantization are a few % of the work.
-// int8 rows used in place (PackedIntWeights::rows, no packed copy): small M
+// int8 or int4 rows used in place (PackedIntWeights::rows, no copy): small M
 // runs a row-major GEMV on them (rows_dot); large M transposes a tile of P
 // panels into the int8 panel layout just before use (transpose_panel), once
 // per (activation block, tile), as codes are decoded below.
@@ -38,6 +38,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/x86/int_pack.hpp"
+#include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/threads.hpp"
 
@@ -89,6 +90,7 @@ struct ActBlock {
   std::vector<float> scale;  // [rows]
   std::vector<int32_t> sum;  // [rows] Σ_k q
   std::vector<float> tmp;    // one rotated row
+  std::vector<int8_t> split; // one row's codes, even k then odd k
 };
 
 // Q8row / Q4row of one row (T = f32) written into its panel slot. Same
@@ -223,52 +225,83 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
   }
 }
 
-// Transposes panel `pn` of the in-place int8 rows into the int8 panel layout
-// (step kk: byte 4c + t = w[16·pn + c][4kk + t] + 128, int_pack.hpp) at `out`
-// (kp · 16 bytes, 64-byte aligned). A row's 4 bytes of one step are one
-// 32-bit word, so 16 k of 4 rows are a 4×4 word transpose (SSE2 unpacks).
-// K past the last whole 16, and partial panels, go a byte at a time.
-inline void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
-  const int64_t k = w.k, steps = w.kp / 4, row0 = 16 * pn;
+// Four stored row words (4 bytes of one row each) as the panel's words
+// (int_pack.hpp): int8 bytes + 128; int4 the 8 nibbles of a word regrouped
+// (regroup_nibble_quad: low nibbles k0..k0+3, high k0+4..k0+7) and + 8.
+template <bool Int4>
+inline __m128i panel_words(__m128i v) {
+  if constexpr (!Int4) {
+    return _mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const __m128i m = _mm_set1_epi8(0x0F);
+    const __m128i f = _mm_and_si128(v, m), s = _mm_and_si128(_mm_srli_epi16(v, 4), m);
+    // Per word: a = F0 | F2<<4 (byte 0), F1 | F3<<4 (byte 1); b the same of S.
+    const __m128i a = _mm_or_si128(f, _mm_slli_epi32(_mm_srli_epi32(f, 16), 4));
+    const __m128i b = _mm_or_si128(s, _mm_slli_epi32(_mm_srli_epi32(s, 16), 4));
+    const __m128i ab = _mm_or_si128(_mm_and_si128(a, _mm_set1_epi32(0xFFFF)), _mm_slli_epi32(b, 16));
+    const __m128i order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    return _mm_xor_si128(_mm_shuffle_epi8(ab, order), _mm_set1_epi8(static_cast<char>(0x88)));
+  }
+}
+
+// Transposes panel `pn` of the in-place rows into the int8 or int4 panel
+// layout at `out` (panel_bytes, 64-byte aligned): step s (64 bytes) holds
+// word s of each of the 16 rows, word 4c at byte 4c (int_pack.hpp). So 4
+// words of 4 rows are a 4×4 word transpose (SSE2 unpacks). Words past the
+// last whole 4 of a row, and partial panels, go one at a time (int8: byte by
+// byte, as K % 4 may be non-zero; int4 rows are whole words).
+template <bool Int4>
+void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
+  const int64_t rb = w.row_bytes, steps = w.panel_bytes / 64, row0 = 16 * pn;
+  const uint8_t zero = Int4 ? 0x88 : 0x80;  // weight 0
   const int64_t valid = std::clamp<int64_t>(w.n - row0, 0, kPanelCols);
   if (valid == 0) {
-    std::memset(out, 0x80, static_cast<size_t>(steps * 64));  // weight 0
+    std::memset(out, zero, static_cast<size_t>(steps * 64));
     return;
   }
-  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-  int64_t kk = 0;
+  int64_t s = 0;
   if (valid == kPanelCols) {
-    for (; 4 * kk + 16 <= k; kk += 4)
+    for (; 4 * s + 16 <= rb; s += 4)
       for (int g = 0; g < 4; ++g) {
-        const int8_t* r = w.rows + (row0 + 4 * g) * k + 4 * kk;
+        const uint8_t* r = w.rows + (row0 + 4 * g) * rb + 4 * s;
         __m128i a[4];
-        for (int i = 0; i < 4; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + i * k));
+        for (int i = 0; i < 4; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + i * rb));
         const __m128i t0 = _mm_unpacklo_epi32(a[0], a[1]), t1 = _mm_unpackhi_epi32(a[0], a[1]);
         const __m128i t2 = _mm_unpacklo_epi32(a[2], a[3]), t3 = _mm_unpackhi_epi32(a[2], a[3]);
         const __m128i step[4] = {_mm_unpacklo_epi64(t0, t2), _mm_unpackhi_epi64(t0, t2),
                                  _mm_unpacklo_epi64(t1, t3), _mm_unpackhi_epi64(t1, t3)};
         for (int j = 0; j < 4; ++j)
-          _mm_store_si128(reinterpret_cast<__m128i*>(out + (kk + j) * 64 + 16 * g), _mm_xor_si128(step[j], flip));
+          _mm_store_si128(reinterpret_cast<__m128i*>(out + (s + j) * 64 + 16 * g), panel_words<Int4>(step[j]));
       }
   }
-  for (; kk < steps; ++kk)
+  for (; s < steps; ++s)
     for (int c = 0; c < kPanelCols; ++c)
       for (int t = 0; t < 4; ++t) {
-        const int64_t col = 4 * kk + t;
-        const bool inside = c < valid && col < k;
-        out[kk * 64 + 4 * c + t] = inside ? static_cast<uint8_t>(w.rows[(row0 + c) * k + col] ^ 0x80) : 0x80;
+        const int64_t byte = 4 * s + t;
+        const bool inside = c < valid && byte < rb;
+        uint8_t v = zero;
+        if (inside && !Int4) v = static_cast<uint8_t>(w.rows[(row0 + c) * rb + byte] ^ 0x80);
+        if (inside && Int4 && t == 0)  // whole words: regroup the word
+          store_u32(out + s * 64 + 4 * c, regroup_nibble_quad<false>(load_u32(w.rows + (row0 + c) * rb + byte)) ^ 0x88888888u);
+        if (!(inside && Int4)) out[s * 64 + 4 * c + t] = v;
       }
 }
 
-// Σ_k q[t][k]·w[r][k] (exact int32) for TM plain quantized rows q (stride
-// kp, zero padded) and R in-place weight rows, each row one memory stream:
-// 64 bytes per step, |w| against q·sign(w) (Avx2::abs8), the K % 64 tail in
-// scalar code. q must lie in [-127, 127]: Q8row's codes do (|x| / (amax /
-// 127) rounds to at most 127; -128 is never produced).
-template <class V, int R, int TM, bool Stream>
-void rows_dot(const int8_t* const* w, const int8_t* q, int64_t kp, int64_t k, int64_t ahead, int32_t (*out)[R]) {
+// Exact int32 dots of TM plain quantized token rows q (stride kp, zero
+// padded) with R in-place weight rows of rb bytes, each row one memory
+// stream, 64 bytes per step, the rb % 64 tail in scalar code:
+//  int8: Σ_k q[k]·w[k], as |w| against q·sign(w) (Avx2::abs8); q must lie
+//        in [-127, 127], which Q8row's codes do (|x| / (amax / 127) rounds
+//        to at most 127; -128 is never produced);
+//  int4: Σ_k q[k]·(w[k] + 8): a byte's low nibble (even k, + 8 = ^ 8) meets
+//        the token's even codes, stored first (k / 2 bytes), its high nibble
+//        the odd ones stored after them (prepare); the + 8 is the panel
+//        layouts' weight bias, removed by the epilogue.
+template <class V, int R, int TM, bool Int4, bool Stream>
+void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int64_t ahead, int32_t (*out)[R]) {
   using I = typename V::I;
   constexpr int H = 64 / (4 * V::kLanes);  // vectors per 64-byte step
+  constexpr int64_t B = 4 * V::kLanes;     // bytes per vector
   I acc[TM][R];
   MIXQ_UNROLL
   for (int t = 0; t < TM; ++t)
@@ -278,11 +311,13 @@ void rows_dot(const int8_t* const* w, const int8_t* q, int64_t kp, int64_t k, in
   // call takes the R after them: past its row's end, stream r prefetches
   // where it continues, row r + R (never dereferenced, so rows past the
   // matrix are harmless).
-  const int64_t next_group = (R - 1) * k;
+  const int64_t next_group = (R - 1) * rb;
+  const int64_t odd = Int4 ? rb : 0;  // int4: where a token's odd codes start
+  const I low = V::set1b(0x0F), flip = V::set1b(static_cast<int8_t>(0x88));
   int64_t i = 0;
-  for (; i + 64 <= k; i += 64) {
+  for (; i + 64 <= rb; i += 64) {
     if constexpr (Stream) {
-      const int64_t at = i + ahead < k ? i + ahead : i + ahead + next_group;
+      const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
       MIXQ_UNROLL
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
     }
@@ -290,17 +325,35 @@ void rows_dot(const int8_t* const* w, const int8_t* q, int64_t kp, int64_t k, in
     for (int h = 0; h < H; ++h)
       MIXQ_UNROLL
       for (int r = 0; r < R; ++r) {
-        const I wv = V::loadi(w[r] + i + 4 * V::kLanes * h);
-        const I u = V::abs8(wv);
-        MIXQ_UNROLL
-        for (int t = 0; t < TM; ++t)
-          acc[t][r] = V::dot4_small(acc[t][r], u, V::sign8(V::loadi(q + t * kp + i + 4 * V::kLanes * h), wv));
+        const I wv = V::loadi(w[r] + i + B * h);
+        if constexpr (!Int4) {
+          const I u = V::abs8(wv);
+          MIXQ_UNROLL
+          for (int t = 0; t < TM; ++t)
+            acc[t][r] = V::dot4_small(acc[t][r], u, V::sign8(V::loadi(q + t * kp + i + B * h), wv));
+        } else {
+          const I biased = V::xori(wv, flip);
+          const I lo = V::andi(biased, low), hi = V::andi(V::template srli16<4>(biased), low);
+          MIXQ_UNROLL
+          for (int t = 0; t < TM; ++t) {
+            acc[t][r] = V::dot4_small(acc[t][r], lo, V::loadi(q + t * kp + i + B * h));
+            acc[t][r] = V::dot4_small(acc[t][r], hi, V::loadi(q + t * kp + odd + i + B * h));
+          }
+        }
       }
   }
   for (int t = 0; t < TM; ++t)
     for (int r = 0; r < R; ++r) {
       int32_t sum = V::reduce_add(acc[t][r]);
-      for (int64_t j = i; j < k; ++j) sum += q[t * kp + j] * w[r][j];
+      const int8_t* qt = q + t * kp;
+      for (int64_t j = i; j < rb; ++j) {
+        if constexpr (!Int4) {
+          sum += qt[j] * static_cast<int8_t>(w[r][j]);
+        } else {
+          const int b = w[r][j] ^ 0x88;
+          sum += (b & 0xF) * qt[j] + (b >> 4) * qt[odd + j];
+        }
+      }
       out[t][r] = sum;
     }
 }
@@ -456,10 +509,15 @@ class SimdIntKernel final : public IntKernel {
     uint8_t* panel = aligned64(buf.data());
     const int64_t pn = col / kPanelCols, c = col % kPanelCols;
     if (w_.codes) decode_panel<V>(w_, pn, panel);
-    else if (w_.rows) transpose_panel(w_, pn, panel);
+    else if (w_.rows) transpose(pn, panel);
     else std::memcpy(panel, w_.panel(pn), static_cast<size_t>(w_.kp * kPanelCols));  // int8 layout
     for (int64_t k = 0; k < w_.k; ++k)
       out[k] = static_cast<int8_t>(panel[(k / 4) * 64 + 4 * c + k % 4] - 128);
+  }
+
+  void transpose(int64_t pn, uint8_t* out) const {
+    if (w_.int4) transpose_panel<true>(w_, pn, out);
+    else transpose_panel<false>(w_, pn, out);
   }
 
   void forward(const float* x, int64_t m, float* y) const override {
@@ -471,7 +529,8 @@ class SimdIntKernel final : public IntKernel {
 
  private:
   // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk:
-  // as activation panels of kMr tokens, or (`plain`) as rows of kp bytes.
+  // as activation panels of kMr tokens, or (`plain`, for rows_dot) as rows of
+  // kp bytes: in k order against int8 rows, even k then odd k against int4.
   void prepare(const float* x, int64_t rows, ActBlock& blk, bool plain = false) const {
     util::PhaseScope phase("rotate + quantize activations");
     const int64_t k = w_.k, kp = w_.kp;
@@ -488,8 +547,17 @@ class SimdIntKernel final : public IntKernel {
         src = blk.tmp.data();
       }
       int8_t* q = plain ? blk.q.data() + r * kp : blk.q.data() + (r / kMr) * kp * kMr;
-      quantize_row<V>(src, k, kp, act_, mode_ == WeightMode::int4_x16, q, plain ? 0 : static_cast<int>(r % kMr),
-                      plain ? 1 : kMr, &blk.scale[static_cast<size_t>(r)], &blk.sum[static_cast<size_t>(r)]);
+      quantize_row<V>(src, k, kp, act_, !plain && mode_ == WeightMode::int4_x16, q,
+                      plain ? 0 : static_cast<int>(r % kMr), plain ? 1 : kMr, &blk.scale[static_cast<size_t>(r)],
+                      &blk.sum[static_cast<size_t>(r)]);
+      if (plain && w_.int4) {  // kp == k (a multiple of 8)
+        blk.split.resize(static_cast<size_t>(kp));
+        for (int64_t i = 0; i < kp / 2; ++i) {
+          blk.split[static_cast<size_t>(i)] = q[2 * i];
+          blk.split[static_cast<size_t>(kp / 2 + i)] = q[2 * i + 1];
+        }
+        std::memcpy(q, blk.split.data(), static_cast<size_t>(kp));
+      }
     }
   }
 
@@ -550,7 +618,7 @@ class SimdIntKernel final : public IntKernel {
       for (int c = 0; c < P; ++c) {
         b[c] = base + c * w_.kp * kPanelCols;
         if (w_.codes) decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols);
-        else transpose_panel(w_, panel[c], base + c * w_.kp * kPanelCols);
+        else transpose(panel[c], base + c * w_.kp * kPanelCols);
       }
       stream = false;
     } else {
@@ -596,16 +664,17 @@ class SimdIntKernel final : public IntKernel {
 
   template <int TM, int R>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
-    const int64_t k = w_.k, kp = w_.kp;
+    const int64_t rb = w_.row_bytes, kp = w_.kp;
     for (int c = 0; c < P; ++c)
       for (int r0 = 0; r0 < kPanelCols; r0 += R) {
         const int64_t first = panel[c] * kPanelCols + r0;
         if (first >= w_.n) break;
-        const int8_t* w[R];
-        for (int r = 0; r < R; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * k;  // rows past n: unused
+        const uint8_t* w[R];
+        for (int r = 0; r < R; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * rb;  // rows past n: unused
         int32_t sums[TM][R];
-        rows_dot<V, R, TM, (T::kStreamPrefetchBytes > 0)>(w, blk.q.data() + t0 * kp, kp, k, T::kStreamPrefetchBytes,
-                                                          sums);
+        constexpr bool kStream = T::kStreamPrefetchBytes > 0;
+        if (w_.int4) rows_dot<V, R, TM, true, kStream>(w, blk.q.data() + t0 * kp, kp, rb, T::kStreamPrefetchBytes, sums);
+        else rows_dot<V, R, TM, false, kStream>(w, blk.q.data() + t0 * kp, kp, rb, T::kStreamPrefetchBytes, sums);
         for (int t = 0; t < TM; ++t)
           for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
       }
@@ -613,7 +682,7 @@ class SimdIntKernel final : public IntKernel {
 
   template <int TM>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
-    if (w_.k >= kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
+    if (w_.row_bytes >= kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
     else rows_tile<TM, 1>(blk, t0, panel, acc);
   }
 
@@ -633,10 +702,15 @@ class SimdIntKernel final : public IntKernel {
           for (; t + kRowTokens <= rows; t += kRowTokens) rows_tile<kRowTokens>(shared, g0 + t, panel, acc + t * P * 16);
           for (; t < rows; ++t) rows_tile<1>(shared, g0 + t, panel, acc + t * P * 16);
           for (int r = 0; r < rows; ++r) {
-            const uint32_t offset = static_cast<uint32_t>(w_.weight_bias) *
-                                    static_cast<uint32_t>(shared.sum[static_cast<size_t>(g0 + r)]);
+            // int8 sums lack the weight bias, int4 sums carry it (rows_dot);
+            // int4_x16's epilogue divides by 16 (exact for these multiples).
+            const uint32_t offset = w_.int4 ? 0u
+                                            : static_cast<uint32_t>(w_.weight_bias) *
+                                                  static_cast<uint32_t>(shared.sum[static_cast<size_t>(g0 + r)]);
+            const int shift = mode_ == WeightMode::int4_x16 ? 4 : 0;
             for (int i = 0; i < P * 16; ++i)
-              acc[r * P * 16 + i] = static_cast<int32_t>(static_cast<uint32_t>(acc[r * P * 16 + i]) + offset);
+              acc[r * P * 16 + i] =
+                  static_cast<int32_t>((static_cast<uint32_t>(acc[r * P * 16 + i]) + offset) << shift);
           }
           epilogue(acc, rows, g0, shared, g0, panel, y);
         }

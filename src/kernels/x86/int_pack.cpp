@@ -117,8 +117,11 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   p.codes = d.codes != nullptr;
   p.weight_bias = p.int4 ? 8 : 128;
   p.panel_bytes = p.int4 || p.codes ? p.kp * kPanelCols / 2 : p.kp * kPanelCols;
-  if (d.weight_in_place && d.weight && !p.int4 && !p.codes) {
-    p.rows = d.weight;
+  const bool int8_rows = !p.int4 && !p.codes && d.weight;
+  const bool int4_rows = p.int4 && !d.weight && d.weight_nibbles && d.k % 8 == 0;
+  if (d.weight_in_place && (int8_rows || int4_rows)) {
+    p.rows = int8_rows ? reinterpret_cast<const uint8_t*>(d.weight) : d.weight_nibbles;
+    p.row_bytes = int8_rows ? d.k : d.k / 2;
     pack_scale_bias(d, p);
     return p;
   }

@@ -19,11 +19,12 @@
 //         0..15, plus s_rel per (panel, group): 16 values (E4M3 bytes or f32,
 //         the stored width) at [(panel · groups + group) · 16 + c]. The
 //         kernel decodes a panel into the int8 layout above just before use.
-//   rows in place (IntLayerDesc::weight_in_place, int8 only): no packed
-//         copy; `rows` points at the checkpoint's [n, k] int8 rows. Small M
-//         reads them as they are (a row-major GEMV); large M transposes a
-//         tile of panels into the int8 layout above just before use, as
-//         codes are decoded.
+//   rows in place (IntLayerDesc::weight_in_place): no packed copy; `rows`
+//         points at the checkpoint's rows, [n, k] int8 or [n, k/2] signed
+//         nibbles (low nibble = even k; K a multiple of 8). Small M reads
+//         them as they are (a row-major GEMV); large M transposes a tile of
+//         panels into the int8 / int4 layout above just before use, as codes
+//         are decoded.
 // Padding (columns past N, k past K) holds weight 0 (byte 128 / nibble 8; for
 // codes, s_rel 0, which decodes every code to 0).
 // Activations (a panel of kMr tokens, contiguous over K):
@@ -46,7 +47,8 @@ struct PackedIntWeights {
   bool int4 = false;
   int32_t weight_bias = 128;  // 128 (int8) or 8 (int4)
   std::vector<uint8_t> data;  // panels * panel_bytes, 64-byte aligned start; empty for `rows`
-  const int8_t* rows = nullptr;  // in place: [n, k] row-major, read during forward
+  const uint8_t* rows = nullptr;  // in place: n rows of row_bytes, read during forward
+  int64_t row_bytes = 0;          // k (int8) or k / 2 (int4)
   std::vector<float> scale;   // [panels * 16], padding 0
   std::vector<float> bias;    // [panels * 16] or empty
   // Codes (int4 is false: the decoded panels are int8, weight_bias 128).

@@ -115,6 +115,7 @@ struct Avx2 {
   template <int N>
   static I slli(I v) { return _mm256_slli_epi32(v, N); }
   static I ori(I a, I b) { return _mm256_or_si256(a, b); }
+  static I xori(I a, I b) { return _mm256_xor_si256(a, b); }
   static F as_float(I v) { return _mm256_castsi256_ps(v); }
   static I as_int(F v) { return _mm256_castps_si256(v); }
   static I loadi_a(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
@@ -311,6 +312,7 @@ struct Avx512 {
   template <int N>
   static I slli(I v) { return _mm512_slli_epi32(v, N); }
   static I ori(I a, I b) { return _mm512_or_si512(a, b); }
+  static I xori(I a, I b) { return _mm512_xor_si512(a, b); }
   static F as_float(I v) { return _mm512_castsi512_ps(v); }
   static I as_int(F v) { return _mm512_castps_si512(v); }
   static I loadi_a(const void* p) { return _mm512_load_si512(p); }
