@@ -52,8 +52,8 @@ struct IntCodes {
 };
 
 // What an integer kernel is built from. Pointers are only read during
-// make_int_kernel (kernels copy or repack what they keep), except `weight`
-// under `weight_in_place`.
+// make_int_kernel (kernels copy or repack what they keep), except `weight` /
+// `weight_nibbles` under `weight_in_place`.
 struct IntLayerDesc {
   int64_t n = 0, k = 0;
   int64_t group = 0;             // ConvRot group size G (power of 4), 0 = none
@@ -63,8 +63,9 @@ struct IntLayerDesc {
   const int8_t* weight = nullptr;  // [n, k] row-major integer values
   // `weight` / `weight_nibbles` outlive the kernel (a mapped checkpoint file
   // the caller keeps open): fast kernels that can read int8 rows, or nibble
-  // rows with K % 8 == 0, in place keep the pointer instead of a packed copy (IntKernel::reads_weight_in_place says which
-  // did). Pointers are then read during every forward, not only here.
+  // rows with K % 8 == 0, in place keep the pointer instead of a packed copy
+  // (IntKernel::reads_weight_in_place says which did), and read it during
+  // every forward.
   bool weight_in_place = false;
   // Instead of `weight`, for int4_weights: [n, k/2] bytes, two signed nibbles
   // each, low nibble = even k (the convrot_w4a4 storage, docs/FORMATS.md §2.2
@@ -86,7 +87,7 @@ class IntKernel {
   virtual std::string_view name() const = 0;
   // Bytes of weight data the kernel holds (packed weights, scales, bias).
   virtual int64_t held_bytes() const = 0;
-  // True when forward reads IntLayerDesc::weight in place (weight_in_place
+  // True when forward reads the weight rows in place (weight_in_place
   // was set and this kernel supports it): the caller must keep it alive.
   virtual bool reads_weight_in_place() const { return false; }
 };
