@@ -11,7 +11,7 @@
 // streams per thread, software prefetch at kernels::kStreamPrefetchBytes),
 // against its median and its best pass.
 // A format whose Linear, built from a mapped checkpoint file, reads its
-// weight in place (Linear::reads_file_in_place: INT8) gets a second row, "in
+// weight in place (Linear::reads_file_in_place: INT8, ConvRot W4A4) gets a second row, "in
 // place": its ring is of separate files (written to the temp directory,
 // mapped, then unlinked), the path a real checkpoint takes; the first row is
 // the packed copy a caller's in-memory tensors get.

@@ -33,8 +33,8 @@ std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   return std::make_unique<SimdIntKernel<Avx512, T>>(d, "avx512_vnni");
 }
 
-// The default tuning on int8 rows read in place (IntLayerDesc::weight_in_place),
-// as a mapped checkpoint's INT8 layer runs; int4 weights are packed anyway.
+// The default tuning on rows read in place (IntLayerDesc::weight_in_place),
+// as a mapped checkpoint's INT8 or ConvRot W4A4 layer runs.
 std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
   IntLayerDesc in_place = d;
   in_place.weight_in_place = true;
@@ -55,7 +55,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
-          {"int8 rows read in place (no packed copy)", make_in_place}};
+          {"rows read in place (no packed copy)", make_in_place}};
 }
 
 }  // namespace mixq::bench

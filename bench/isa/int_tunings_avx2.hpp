@@ -41,8 +41,8 @@ std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   return std::make_unique<SimdIntKernel<V, T>>(d, std::is_same_v<V, Avx2Vnni> ? "avx2_vnni" : "avx2");
 }
 
-// The default tuning on int8 rows read in place (IntLayerDesc::weight_in_place),
-// as a mapped checkpoint's INT8 layer runs; int4 weights are packed anyway.
+// The default tuning on rows read in place (IntLayerDesc::weight_in_place),
+// as a mapped checkpoint's INT8 or ConvRot W4A4 layer runs.
 struct Rows1 : Base {
   static constexpr int kRowStreams = 1;
 };
@@ -66,7 +66,7 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
           {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>},
-          {"int8 rows read in place (no packed copy)", make_in_place<V>},
+          {"rows read in place (no packed copy)", make_in_place<V>},
           {"in place, 1 row stream", make_in_place<V, Rows1>},
           {"in place, 8 row streams", make_in_place<V, Rows8>}};
 }
