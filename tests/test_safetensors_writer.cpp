@@ -190,6 +190,10 @@ TEST(SafetensorsWriter, Errors) {
   }, "negative dimension");
   expect_error([&] {
     SafetensorsWriter w(path);
+    w.declare(std::string("bad\0name", 8), DType::U8, {1});
+  }, "tensor name 'bad\\0...' holds a NUL byte");
+  expect_error([&] {
+    SafetensorsWriter w(path);
     w.declare("a", DType::U8, {1});
     w.write(random_bytes(1, 1));
     w.declare("b", DType::U8, {1});

@@ -84,6 +84,10 @@ void SafetensorsWriter::declare(const std::string& name, DType dtype, const Shap
   const std::string& path = s.file.path();
   if (s.laid_out) fail("{}: tensor '{}' declared after writing started", path, name);
   if (name.empty() || name == "__metadata__") fail("{}: invalid tensor name '{}'", path, name);
+  // Readers (ours included) refuse a NUL in a name: it would end the name for
+  // every C API, so the file could not be read back.
+  if (const size_t nul = name.find('\0'); nul != std::string::npos)
+    fail("{}: tensor name '{}\\0...' holds a NUL byte", path, name.substr(0, nul));
   if (!s.names.insert(name).second) fail("{}: tensor '{}' declared twice", path, name);
   int64_t numel = 1;
   for (int64_t d : shape) {
