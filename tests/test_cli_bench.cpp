@@ -30,6 +30,10 @@ TEST(CliBench, JsonRowsHoldTheTimingIdentities) {
   EXPECT_EQ(row.at("k"), 128);
   EXPECT_EQ(row.at("n"), 40);
   EXPECT_FALSE(row.at("kernel").get<std::string>().empty());
+  // Built from a mapped file, as from a checkpoint: INT8 reads it in place on
+  // the AVX2 / AVX-512 paths.
+  const auto best = mixq::kernels::best_isa();
+  EXPECT_EQ(row.at("in_place").get<bool>(), best == mixq::kernels::Isa::avx2 || best == mixq::kernels::Isa::avx512);
   const double seconds = row.at("seconds"), gops = row.at("gops");
   ASSERT_GT(seconds, 0.0);
   EXPECT_NEAR(gops, 2.0 * 3 * 128 * 40 / seconds / 1e9, 1e-9 * gops);

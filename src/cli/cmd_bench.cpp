@@ -1,6 +1,8 @@
 // mixq bench [--format F[:key=value,..] ..] [--shape MxKxN ..] [--threads N] [--kernel auto|ref] [--json]
 // For every format of the table that can quantize (or those named), quantizes
-// random weights, builds the layer's Linear and times forward. Prints time,
+// random weights, writes the layer to a file in the temp directory and builds
+// its Linear from there, as from a checkpoint (so INT8 and ConvRot W4A4 run
+// on their weights in place: "in_place" in --json), and times forward. Prints time,
 // GOPS (2·M·N·K per call), weight bytes streamed per second, and fractions of
 // this machine's limits, calibrated at the start of the same run (int8 VNNI
 // and bf16 dot peaks, streaming read bandwidth: mixq/machine.hpp, about 1 s;
@@ -8,8 +10,11 @@
 // The first line states the load average (the host may be shared).
 // The side-by-side comparison with oneDNN is `make bench` (bench/), see
 // BENCHMARKS.md. Generic over all_formats(): no per-format code.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -147,9 +152,13 @@ void run(const Options& o) {
       if (!params.empty()) label += ":" + params.dump();
       try {
         auto layer = linear::make_random_layer(*format, params, s.n, s.k, 42);
+        const std::filesystem::path file =
+            std::filesystem::temp_directory_path() / fmt::format("mixq-bench-{}.safetensors", ::getpid());
+        const auto mapped = linear::map_synthetic_layer(*layer, file.string());
+        std::filesystem::remove(file);  // the mapping stays
         LinearOptions lo;
         lo.kernel = o.kernel == "ref" ? KernelChoice::reference : KernelChoice::automatic;
-        auto lin = Linear::create(layer->layer, lo);
+        auto lin = Linear::create(*mapped->layer, lo);
         std::vector<float> x(static_cast<size_t>(s.m * lin->in_features()));
         std::mt19937 rng(3);
         std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -159,6 +168,7 @@ void run(const Options& o) {
         const double gops = 2.0 * s.m * s.n * s.k / t / 1e9;
         const double wbytes = static_cast<double>(layer->layer.bytes());
         r["kernel"] = lin->kernel_name();
+        r["in_place"] = lin->reads_file_in_place();
         r["seconds"] = t;
         r["gops"] = gops;
         r["weight_bytes"] = wbytes;

@@ -65,15 +65,17 @@ std::unique_ptr<SyntheticLayer> make_random_layer(const FormatTraits& format,
 
 std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic, const std::string& path) {
   const Layer& layer = synthetic.layer;
+  // A marker for every format that has one (not "unquantized": a plain weight).
+  const bool marked = layer.format->from_marker;
   nlohmann::json marker = layer.params;
   marker["format"] = layer.format->name;
   const std::string json = marker.dump();
   {
     SafetensorsWriter writer(path);
     for (const auto& [role, t] : layer.tensors) writer.declare(t.name, t.dtype, t.shape);
-    writer.declare(layer.prefix + ".comfy_quant", DType::U8, {static_cast<int64_t>(json.size())});
+    if (marked) writer.declare(layer.prefix + ".comfy_quant", DType::U8, {static_cast<int64_t>(json.size())});
     for (const auto& [role, t] : layer.tensors) writer.write(t.data);
-    writer.write(std::as_bytes(std::span(json.data(), json.size())));
+    if (marked) writer.write(std::as_bytes(std::span(json.data(), json.size())));
     writer.commit();
   }
   auto out = std::unique_ptr<MappedSyntheticLayer>(
