@@ -74,9 +74,15 @@ class Linear:
     @property
     def k_pad_unit(self) -> int:
         """> 0 when in_features is a stored K padded to this unit (NVFP4 16, MXFP8 32)."""
+    @property
+    def in_place(self) -> bool:
+        """True when forward reads the weight in place from the mapped file
+        (INT8, ConvRot W4A4 on AVX2 / AVX-512); the file stays mapped while the
+        Linear lives."""
     def detach(self) -> None:
-        """Releases the checkpoint (the prepared weights are the Linear's own);
-        dequantize() then raises mixq.Error."""
+        """Releases the checkpoint (the prepared weights are the Linear's own;
+        an in_place Linear keeps only its mapped file); dequantize() then
+        raises mixq.Error."""
     def forward(
         self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
     ) -> npt.NDArray[np.float32]:

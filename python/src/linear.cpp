@@ -197,7 +197,12 @@ void bind_linear(nb::module_& m) {
                    "(NVFP4 16, MXFP8 32): the logical K may be up to k_pad_unit - 1 smaller.")
       .def("detach", &detach,
            "Releases this Linear's reference to its checkpoint (its prepared weights are\n"
-           "its own); afterwards dequantize() raises mixq.Error.")
+           "its own; an in_place Linear keeps only the mapped file it reads); afterwards\n"
+           "dequantize() raises mixq.Error.")
+      .def_prop_ro("in_place", [](const PyLinear& s) { return s.linear->reads_file_in_place(); },
+                   "True when forward reads the weight in place from the mapped checkpoint file\n"
+                   "(INT8 and ConvRot W4A4 on AVX2 / AVX-512) instead of a packed copy: the\n"
+                   "Linear keeps that file mapped while it lives.")
       .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.tp ? s.tp->rank : 0; })
       .def_prop_ro("tp_size", [](const PyLinear& s) { return s.tp ? s.tp->degree : 1; })
       .def_prop_ro("parallel", [](const PyLinear& s) {

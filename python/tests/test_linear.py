@@ -55,6 +55,10 @@ def test_properties(ckpt, prefix):
     assert isinstance(layer.kernel, str) and layer.kernel
     assert isinstance(layer.method, str) and layer.method
     assert prefix in repr(layer)
+    # INT8 and ConvRot W4A4 read their rows in place from the mapped file on
+    # the fast kernels; every other format packs a copy.
+    in_place_formats = ("int8_tensorwise", "convrot_w4a4")
+    assert layer.in_place == (FORMATS[prefix] in in_place_formats and layer.kernel != "ref")
 
 
 def test_params_have_defaults_applied(ckpt):
@@ -220,7 +224,7 @@ def test_dlpack_capsule_that_owns_its_buffer(mixed):
 
 def test_linear_keeps_the_checkpoint_alive(mixed):
     ckpt = mixq.open(mixed[0])
-    layer = ckpt.linear("blocks.0.attn.out")
+    layer = ckpt.linear("blocks.0.attn.out")  # ConvRot W4A4: read in place on AVX2 / AVX-512
     x = activations(2, layer.in_features)
     before = layer.forward(x)
     w = layer.dequantize()

@@ -99,17 +99,27 @@ def test_loads_into_a_fresh_model(files, device):
     assert torch.equal(y, ref)
 
 
-def test_file_is_not_held_after_load(files):
-    """The Linears prepare their own weights and detach: once the caller's
-    references are gone, the checkpoint is no longer mapped."""
+def test_file_is_held_only_by_in_place_layers(files):
+    """The Linears detach from the checkpoint. Those that read their weight in
+    place (the INT8 layer, on the AVX2 / AVX-512 kernels) keep the file mapped
+    while they live; once the model is gone, so is the mapping."""
     _, _, path = files
     model = Net()
     mixq.torch.load_quantized(model, str(path), prefix="model.")
     gc.collect()
-    maps = pathlib.Path("/proc/self/maps").read_text()
-    assert str(path) not in maps
+
+    def mapped():
+        return str(path) in pathlib.Path("/proc/self/maps").read_text()
+
+    int8, nvfp4 = model.blocks[0].fc2._linear, model.blocks[0].fc1._linear
+    assert int8.in_place == (int8.kernel != "ref")
+    assert not nvfp4.in_place  # packs its weights
+    assert mapped() == int8.in_place
     with pytest.raises(mixq.Error, match="cannot dequantize"):
-        model.blocks[0].fc1._linear.dequantize()
+        nvfp4.dequantize()
+    del model, int8, nvfp4
+    gc.collect()
+    assert not mapped()
 
 
 def test_strict_keys(files):

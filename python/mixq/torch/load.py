@@ -6,12 +6,16 @@ Three steps, so that a rejected checkpoint leaves the model as it was:
      and keys, and read every other tensor into a new tensor of the target's
      dtype;
   2. build every replacement module: here a mixq Linear, which prepares its own
-     packed weights from the memory-mapped file and is then detached from it;
+     packed weights from the memory-mapped file and is then detached from it,
+     or (INT8 and ConvRot W4A4 on AVX2 / AVX-512: Linear.in_place) reads its
+     weight in place from the file, which it then keeps mapped;
   3. apply: swap the modules and assign the tensors (nothing left that can fail).
-Because the Linears are detached, the mapping is released when the caller
-drops the checkpoint: the file is never held in memory twice. Already during
-step 2, each Linear releases the file pages it consumed (mixq's default for
-every Linear built from a checkpoint), so the peak stays near the final size.
+Because the Linears are detached, the checkpoint goes when the caller drops
+it; the file stays mapped only while in-place Linears live, and their pages
+are their weights: the file is never held in memory twice. Already during
+step 2, each packing Linear releases the file pages it consumed (mixq's
+default for every Linear built from a checkpoint), so the peak stays near the
+final size.
 """
 from __future__ import annotations
 
