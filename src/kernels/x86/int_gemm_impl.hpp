@@ -15,7 +15,7 @@
 //    quantized form; rotation and quantization are a few % of the work.
 // int8 or int4 rows used in place (PackedIntWeights::rows, no copy): small M
 // runs a row-major GEMV on them (rows_dot); large M transposes a tile of P
-// panels into the int8 panel layout just before use (transpose_panel), once
+// panels into the int8 / int4 panel layout just before use (transpose_panel), once
 // per (activation block, tile), as codes are decoded below.
 // 4-bit codes (IntCodes, asym_w4a8_int8) are decoded one tile of P panels at
 // a time, over the full K, into a per-thread int8 tile (decode_panel: a
@@ -62,8 +62,10 @@ namespace {
 //    large M, where weights come from L2 and the extra loads measured slower.
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
+//  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
+//    (rows of at least 4 KiB; shorter rows one at a time: SimdIntKernel).
 // A bench may instantiate the kernel with another tuning T (a struct with
-// these four members; bench/isa/int_tunings.*.cpp).
+// these five members; bench/isa/int_tunings.*.cpp).
 template <int Lanes>
 struct IntTile;
 template <>
