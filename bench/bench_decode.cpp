@@ -23,11 +23,8 @@
 //   --shape KxN       other shapes (repeatable)
 //   --prefetch-sweep  first, the calibration read at software-prefetch
 //                     distances 0 (hardware prefetchers only) to 8 KiB
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -143,11 +140,8 @@ int main(int argc, char** argv) try {
         if (s.synthetic) {
           s.ring = {};
           LinearRing mapped;
-          const auto dir = std::filesystem::temp_directory_path();
           for (int c = 0; c < copies; ++c) {
-            const std::string path = (dir / ("mixq-bench-decode-" + std::to_string(::getpid()) + ".safetensors")).string();
-            auto file = mixq::linear::map_synthetic_layer(*s.synthetic, path);
-            std::filesystem::remove(path);  // the mapping stays; the Linear holds it
+            auto file = mixq::linear::map_synthetic_layer(*s.synthetic);  // the Linear holds its mapping
             auto linear = mixq::Linear::create(*file->layer);
             if (!linear->reads_file_in_place()) break;
             mapped.push_back(std::move(linear));

@@ -10,11 +10,8 @@
 // The first line states the load average (the host may be shared).
 // The side-by-side comparison with oneDNN is `make bench` (bench/), see
 // BENCHMARKS.md. Generic over all_formats(): no per-format code.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -152,10 +149,7 @@ void run(const Options& o) {
       if (!params.empty()) label += ":" + params.dump();
       try {
         auto layer = linear::make_random_layer(*format, params, s.n, s.k, 42);
-        const std::filesystem::path file =
-            std::filesystem::temp_directory_path() / fmt::format("mixq-bench-{}.safetensors", ::getpid());
-        const auto mapped = linear::map_synthetic_layer(*layer, file.string());
-        std::filesystem::remove(file);  // the mapping stays
+        const auto mapped = linear::map_synthetic_layer(*layer);
         LinearOptions lo;
         lo.kernel = o.kernel == "ref" ? KernelChoice::reference : KernelChoice::automatic;
         auto lin = Linear::create(*mapped->layer, lo);

@@ -1,7 +1,10 @@
 #include "linear/synthetic_layer.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "mixq/error.hpp"
@@ -63,7 +66,10 @@ std::unique_ptr<SyntheticLayer> make_random_layer(const FormatTraits& format,
   return make_synthetic_layer(format, params, std::move(w), n, k, std::move(b));
 }
 
-std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic, const std::string& path) {
+std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("mixq-synthetic-" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
   const Layer& layer = synthetic.layer;
   // A marker for every format that has one (not "unquantized": a plain weight).
   const bool marked = layer.format->from_marker;
@@ -80,6 +86,7 @@ std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& 
   }
   auto out = std::unique_ptr<MappedSyntheticLayer>(
       new MappedSyntheticLayer{Checkpoint::open(path), LayerSet{}, nullptr});
+  std::filesystem::remove(path);  // the mapping stays
   out->set = group_layers(out->checkpoint, collect_markers(out->checkpoint));
   for (const Layer& l : out->set.layers)
     if (l.prefix == layer.prefix) out->layer = &l;

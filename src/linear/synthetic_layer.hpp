@@ -40,15 +40,17 @@ std::unique_ptr<SyntheticLayer> make_random_layer(const FormatTraits& format,
                                                   const nlohmann::json& params, int64_t n,
                                                   int64_t k, uint64_t seed, bool with_bias = true);
 
-// A synthetic layer written to a safetensors file (its tensors and its
-// marker) and opened from there, as a real checkpoint's layer is: its views
-// lie in the mapped file (TensorView::storage), so a Linear built from it may
-// read the weight in place. Benchmarks measure that path with it.
+// A synthetic layer written to a safetensors file in the temp directory (its
+// tensors and its marker) and opened from there, as a real checkpoint's layer
+// is: its views lie in the mapped file (TensorView::storage), so a Linear
+// built from it may read the weight in place. The file is unlinked once
+// mapped (the mapping stays while the views or a Linear hold it). Benchmarks
+// measure that path with it.
 struct MappedSyntheticLayer {
   Checkpoint checkpoint;
   LayerSet set;
   const Layer* layer = nullptr;
 };
-std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic, const std::string& path);
+std::unique_ptr<MappedSyntheticLayer> map_synthetic_layer(const SyntheticLayer& synthetic);
 
 }  // namespace mixq::linear

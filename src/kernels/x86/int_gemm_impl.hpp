@@ -277,16 +277,16 @@ void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
       }
   }
   for (; s < steps; ++s)
-    for (int c = 0; c < kPanelCols; ++c)
-      for (int t = 0; t < 4; ++t) {
-        const int64_t byte = 4 * s + t;
-        const bool inside = c < valid && byte < rb;
-        uint8_t v = zero;
-        if (inside && !Int4) v = static_cast<uint8_t>(w.rows[(row0 + c) * rb + byte] ^ 0x80);
-        if (inside && Int4 && t == 0)  // whole words: regroup the word
-          store_u32(out + s * 64 + 4 * c, regroup_nibble_quad<false>(load_u32(w.rows + (row0 + c) * rb + byte)) ^ 0x88888888u);
-        if (!(inside && Int4)) out[s * 64 + 4 * c + t] = v;
+    for (int c = 0; c < kPanelCols; ++c) {
+      uint8_t* dst = out + s * 64 + 4 * c;
+      const uint8_t* src = w.rows + (row0 + c) * rb + 4 * s;
+      if constexpr (Int4) {
+        const bool inside = c < valid && 4 * s < rb;
+        store_u32(dst, inside ? regroup_nibble_quad<false>(load_u32(src)) ^ 0x88888888u : 0x88888888u);
+      } else {
+        for (int t = 0; t < 4; ++t) dst[t] = c < valid && 4 * s + t < rb ? static_cast<uint8_t>(src[t] ^ 0x80) : zero;
       }
+    }
 }
 
 // Exact int32 dots of TM plain quantized token rows q (stride kp, zero
