@@ -99,7 +99,7 @@ class OnPath : public ::testing::TestWithParam<Path> {
     if (avx512()) x86::nvfp4_quantize_avx512(x, m, k, blocks, pqs, scale, act);
     else x86::nvfp4_quantize_avx2(x, m, k, blocks, pqs, scale, act);
   }
-  void gemm(const x86::Nvfp4Activation& act, const x86::Nvfp4Packed& w, const float* bias, float* y) const {
+  void gemm(const x86::Nvfp4Activation& act, const x86::Nvfp4Weights& w, const float* bias, float* y) const {
     if (avx512()) x86::nvfp4_gemm_avx512(act, w, bias, y);
     else x86::nvfp4_gemm_avx2(act, w, bias, y, GetParam() == Path::avx2_vnni);
   }
@@ -186,9 +186,12 @@ TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
   for (Shape s : {Shape{16, 80}, Shape{37, 80}, Shape{70, 48}, Shape{5, 32}, Shape{33, 160}, Shape{100, 48},
                  Shape{300, 80} /* rows past one 128-row scale tile */}) {
     const StoredNvfp4 w = make_nvfp4(s.n, s.k, 100 + s.n);
-    const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), w.rows, w.row_bytes,
-                                                    w.scales.data(), s.n, w.global);
+    const x86::Nvfp4Weights packed = x86::nvfp4_pack(w.codes.data(), w.rows, w.row_bytes,
+                                                     w.scales.data(), s.n, w.global);
+    const x86::Nvfp4Weights in_place = x86::nvfp4_in_place(w.codes.data(), w.rows, w.row_bytes,
+                                                           w.scales.data(), s.n, w.global);
     ASSERT_TRUE(packed.fast_ok);
+    ASSERT_TRUE(in_place.fast_ok);
     const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 5, 0.1f);
     const std::vector<float> pqs = random_floats(static_cast<size_t>(s.k), 6, 1.0f);
     for (int64_t m : kRows) {
@@ -201,9 +204,12 @@ TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
         kernels::ref::nvfp4_w4a4(x.data(), m, s.k, w.view(), s.n, input, p, b, want.data());
         x86::Nvfp4Activation act;
         quantize(x.data(), m, s.k, packed.blocks, p, input, act);
-        gemm(act, packed, b, got.data());
         SCOPED_TRACE(::testing::Message() << "n=" << s.n << " k=" << s.k << " m=" << m << " variant " << variant);
-        expect_bits_equal(want, got, "nvfp4");
+        gemm(act, packed, b, got.data());
+        expect_bits_equal(want, got, "nvfp4 packed");
+        std::fill(got.begin(), got.end(), -1.0f);
+        gemm(act, in_place, b, got.data());
+        expect_bits_equal(want, got, "nvfp4 in place");
       }
     }
   }
@@ -222,12 +228,15 @@ TEST_P(Nvfp4Kernels, BlockDotIsExactForExtremeCodes) {
   w.global = 1.0f;
   std::vector<float> x(2 * k);
   for (int64_t i = 0; i < 2 * k; ++i) x[i] = (i % 2 == 0) ? 3.0f : -3.0f;
-  const x86::Nvfp4Packed packed = x86::nvfp4_pack(w.codes.data(), 16, 16, w.scales.data(), n, 1.0f);
+  const x86::Nvfp4Weights packed = x86::nvfp4_pack(w.codes.data(), 16, 16, w.scales.data(), n, 1.0f);
   std::vector<float> want(2 * n), got(2 * n);
   kernels::ref::nvfp4_w4a4(x.data(), 2, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
   x86::Nvfp4Activation act;
   quantize(x.data(), 2, k, packed.blocks, nullptr, std::nullopt, act);
   gemm(act, packed, nullptr, got.data());
+  std::vector<float> in_place(2 * n);
+  gemm(act, x86::nvfp4_in_place(w.codes.data(), 16, 16, w.scales.data(), n, 1.0f), nullptr, in_place.data());
+  expect_bits_equal(want, in_place, "extreme codes in place");
   // x codes +6/-6 with g = 3/2688, S = 448 (worked example of §3.2): block dot
   // of (6)(6) + (-6)(-6) ... = 16·36 per block, two blocks; y = g·1·448²·1152.
   const float expected = (3.0f / 2688.0f) * 1.0f * (448.0f * 448.0f * 1152.0f);
@@ -240,9 +249,13 @@ TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
   linear[3] = 0x7F;
   const std::vector<uint8_t> scales = swizzle_scales(linear.data(), 16, 1);
   EXPECT_FALSE(x86::nvfp4_pack(codes.data(), 16, 8, scales.data(), 16, 1.0f).fast_ok);
+  EXPECT_FALSE(x86::nvfp4_in_place(codes.data(), 16, 8, scales.data(), 16, 1.0f).fast_ok);
+  // A NaN in a padding row (past n) is never read: the fast path stays.
+  EXPECT_TRUE(x86::nvfp4_in_place(codes.data(), 16, 8, scales.data(), 3, 1.0f).fast_ok);
   linear[3] = 0xB8;  // negative scale: decodable, stays fast
   const std::vector<uint8_t> neg = swizzle_scales(linear.data(), 16, 1);
   EXPECT_TRUE(x86::nvfp4_pack(codes.data(), 16, 8, neg.data(), 16, 1.0f).fast_ok);
+  EXPECT_TRUE(x86::nvfp4_in_place(codes.data(), 16, 8, neg.data(), 16, 1.0f).fast_ok);
 }
 
 // The activation preparation yields exactly the reference quantizer's values

@@ -153,16 +153,17 @@ TEST(MemoryRelease, LinearCreateDropsTheLayersFilePagesAndTheDataStaysReadable) 
   EXPECT_EQ(mapping_rss(mapping), now);
 }
 
-// An INT8 layer on a fast path reads its weight from the mapping: nothing is
-// released, the Linear holds next to nothing itself, gives the reference's
-// results bit for bit, keeps the file mapped after the Checkpoint is gone,
-// and reports a file truncated under it.
-TEST(MemoryRelease, AnInPlaceInt8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
-  MIXQ_KERNEL_PATH_OR_SKIP("int_gemm:in_place_rows", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
-  const fs::path path = write_int8_checkpoint("in-place");
+// A layer whose fast kernels read the weight from the mapping (INT8,
+// NVFP4): nothing is released, the Linear holds next to nothing itself, gives
+// the reference's results bit for bit (M = 1 and 5: both kernel shapes),
+// keeps the file mapped after the Checkpoint is gone, and reports a file
+// truncated under it.
+void expect_in_place_linear(const std::string& name, const std::string& format, const nlohmann::json& marker) {
+  const fs::path path = write_checkpoint(name, format, marker);
+  const int64_t kRows[] = {1, 5};
   std::vector<float> x(5 * 4096), want(5 * 256), got(5 * 256);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.29f * static_cast<float>(i));
-  std::unique_ptr<Linear> linear;
+  std::unique_ptr<Linear> linear, reference;
   {
     const Checkpoint c = Checkpoint::open(path.string());
     const LayerSet set = group_layers(c, collect_markers(c));
@@ -176,17 +177,28 @@ TEST(MemoryRelease, AnInPlaceInt8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
     const int64_t weight_bytes = static_cast<int64_t>(layer.tensor("weight").data.size());
     ASSERT_TRUE(linear->packed_bytes().has_value());
     EXPECT_LE(*linear->packed_bytes(), weight_bytes / 100) << "scales and bias only, not a copy";
-    Linear::create(layer, LinearOptions{KernelChoice::reference})->forward(x.data(), 5, want.data());
-    linear->forward(x.data(), 5, got.data());
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0);
+    reference = Linear::create(layer, LinearOptions{KernelChoice::reference});
   }
   // The Checkpoint and the layer set are gone; the Linear still holds the file.
-  std::fill(got.begin(), got.end(), 0.0f);
-  linear->forward(x.data(), 5, got.data());
-  EXPECT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0);
+  for (int64_t m : kRows) {
+    reference->forward(x.data(), m, want.data());
+    std::fill(got.begin(), got.end(), 0.0f);
+    linear->forward(x.data(), m, got.data());
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), static_cast<size_t>(m * 256 * 4)), 0) << "M = " << m;
+  }
   // Truncated under it: the forward reads zeros (SIGBUS guard) and says so.
   ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
-  EXPECT_THROW(linear->forward(x.data(), 5, got.data()), Error);
+  for (int64_t m : kRows) EXPECT_THROW(linear->forward(x.data(), m, got.data()), Error) << "M = " << m;
+}
+
+TEST(MemoryRelease, AnInPlaceInt8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
+  MIXQ_KERNEL_PATH_OR_SKIP("int_gemm:in_place_rows", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
+  expect_in_place_linear("in-place-int8", "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}});
+}
+
+TEST(MemoryRelease, AnInPlaceNvfp4LinearKeepsTheFileAndOutlivesTheCheckpoint) {
+  MIXQ_KERNEL_PATH_OR_SKIP("nvfp4:in_place", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
+  expect_in_place_linear("in-place-nvfp4", "nvfp4", nlohmann::json::object());
 }
 
 TEST(MemoryRelease, OnlyWholePagesInsideTheRangeGo) {

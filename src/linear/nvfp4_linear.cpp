@@ -8,8 +8,10 @@
 // 0.5625 per weight), decode e2m1·S in registers and apply g in the
 // epilogue; x stays f32 (avx512 runs its f32-FMA core for these layers, avx2
 // its only core), so they differ from the reference by summation order only.
+#include <memory>
 #include <optional>
 
+#include "io/mapped_file.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
@@ -57,7 +59,15 @@ class Nvfp4Linear final : public FloatLinear {
     if (full_precision_) {
       build_full_precision(codes, scales, blocks, fast_path(options));
     } else if (const FastPath path = nvfp4_w4a4_path(options); path != FastPath::none) {
-      packed_ = kernels::x86::nvfp4_pack(codes, rows_, row_bytes_, scales, n, global_);
+      // In a mapped checkpoint file the kernels read the codes and scales in
+      // place for every forward (no copy); a caller's buffer is packed.
+      const TensorView& scale_view = layer.tensor("weight_scale");
+      if (weight.storage && scale_view.storage) {
+        packed_ = kernels::x86::nvfp4_in_place(codes, rows_, row_bytes_, scales, n, global_);
+        if (packed_.fast_ok) storage_ = {weight.storage, scale_view.storage};
+      } else {
+        packed_ = kernels::x86::nvfp4_pack(codes, rows_, row_bytes_, scales, n, global_);
+      }
       w4a4_ = packed_.fast_ok ? path : FastPath::none;
       vnni_ = kernels::cpu_has_avx_vnni();
       if (w4a4_ == FastPath::avx512) kernel_ = "avx512";
@@ -110,7 +120,11 @@ class Nvfp4Linear final : public FloatLinear {
       kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
     else
       kernels::x86::nvfp4_gemm_avx2(act, packed_, bias, y, vnni_);
+    // A file truncated under the mapping reads as zeros: report it.
+    for (const auto& file : storage_) file->check_intact();
   }
+
+  bool reads_file_in_place() const override { return !storage_.empty(); }
 
  private:
   // The fast full-precision path: E2M1 nibbles and row-major block scales in
@@ -137,7 +151,8 @@ class Nvfp4Linear final : public FloatLinear {
   std::vector<float> pre_quant_scale_, bias_;
   bool full_precision_ = false;
   std::vector<uint8_t> codes_, scales_;  // reference copies
-  kernels::x86::Nvfp4Packed packed_;
+  kernels::x86::Nvfp4Weights packed_;  // packed, or the file's bytes in place
+  std::vector<std::shared_ptr<const MappedFile>> storage_;  // held while packed_ reads them in place
   FastPath w4a4_ = FastPath::none;  // which W4A4 kernel runs packed_
   bool vnni_ = false;               // AVX2 kernel: AVX-VNNI block dots
   FloatGemm gemm_;                  // full-precision fast path

@@ -1,5 +1,6 @@
 // Repacks checkpoint NVFP4 weights into the VNNI panel layout (nvfp4_w4a4.hpp).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "util/parallel.hpp"
@@ -15,9 +16,9 @@ bool nvfp4_avx512_supported() {
   return vbmi;
 }
 
-Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
                        int64_t n, float global) {
-  Nvfp4Packed p;
+  Nvfp4Weights p;
   p.n = n;
   p.blocks = row_bytes * 2 / 16;
   p.panels = (n + 15) / 16;
@@ -50,6 +51,31 @@ Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, co
   });
   p.fast_ok = std::none_of(nan_found.begin(), nan_found.end(), [](char c) { return c != 0; });
   return p;
+}
+
+Nvfp4Weights nvfp4_in_place(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+                            int64_t n, float global) {
+  if (n > rows || row_bytes % 8 != 0) fail("nvfp4: [{}, {}] code bytes cannot hold {} rows of 16-blocks", rows, row_bytes, n);
+  Nvfp4Weights w;
+  w.n = n;
+  w.blocks = row_bytes * 2 / 16;
+  w.panels = (n + 15) / 16;
+  w.global = global;
+  w.codes = codes;
+  w.scales = scales;
+  w.row_bytes = row_bytes;
+  const int64_t blocks = w.blocks;
+  std::atomic<bool> nan_found{false};
+  util::parallel_for(n, 64, [&](int64_t begin, int64_t end, int) {
+    bool nan = false;
+    for (int64_t r = begin; r < end; ++r) {
+      const uint8_t* row_scales = scales + swizzled_offset(r, 0, blocks);
+      for (int64_t b = 0; b < blocks; ++b) nan |= (row_scales[(b / 4) * 512 + b % 4] & 0x7F) == 0x7F;
+    }
+    if (nan) nan_found = true;
+  });
+  w.fast_ok = !nan_found;
+  return w;
 }
 
 bool nvfp4_start_activation(int64_t m, int64_t k, int64_t blocks, std::optional<float> input_scale,

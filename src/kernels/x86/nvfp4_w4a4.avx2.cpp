@@ -12,7 +12,7 @@ void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks, c
   nvfp4_quantize<Avx2>(x, m, k, blocks, pqs, input_scale, out);
 }
 
-void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y, bool vnni) {
+void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y, bool vnni) {
   if (vnni) nvfp4_gemm_avx_vnni(act, w, bias, y);
   else nvfp4_gemm<Avx2>(act, w, bias, y);
 }

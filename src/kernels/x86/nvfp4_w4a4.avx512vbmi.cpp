@@ -9,7 +9,7 @@ void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
   nvfp4_quantize<Avx512>(x, m, k, blocks, pqs, input_scale, out);
 }
 
-void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y) {
+void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y) {
   nvfp4_gemm<Avx512>(act, w, bias, y);
 }
 

@@ -5,7 +5,7 @@
 
 namespace mixq::kernels::x86 {
 
-void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y) {
+void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y) {
   nvfp4_gemm<Avx2Vnni>(act, w, bias, y);
 }
 

@@ -25,20 +25,41 @@ namespace mixq::kernels::x86 {
 
 constexpr int64_t kNvfp4PanelBlockBytes = 144;
 
-struct Nvfp4Packed {
+// The weight a kernel runs on, in one of two forms:
+// - packed (nvfp4_pack): the panel layout above in `data`;
+// - in place (nvfp4_in_place): the checkpoint's own bytes, read for every
+//   forward (a mapped file's pages are then the only copy). `codes` holds
+//   [rows, row_bytes] hi-first nibbles, `scales` the swizzled E4M3 tiles.
+//   M <= kNvfp4InPlaceGemvM rows run a GEMV with lanes along k (8 weight
+//   rows per step, block sums moved into row lanes before the f32 epilogue);
+//   larger M decode each group of panels from the rows into the same
+//   per-thread buffer the packed large-M path uses. Both give the packed
+//   kernels' bits.
+struct Nvfp4Weights {
   int64_t n = 0;        // logical output features (rows used)
   int64_t blocks = 0;   // 16-element blocks along K (stored K / 16)
   int64_t panels = 0;   // ceil(n / 16)
   float global = 0.0f;  // g_w
-  std::vector<uint8_t> data;  // panels · blocks · 144 bytes
+  std::vector<uint8_t> data;  // packed: panels · blocks · 144 bytes
+  const uint8_t* codes = nullptr;   // in place: row r at codes + r · row_bytes
+  const uint8_t* scales = nullptr;  // in place: swizzled block scales
+  int64_t row_bytes = 0;            // in place
   // False when a block scale is an E4M3 NaN (0x7F/0xFF): the fast decode
   // cannot represent it, so the layer must run the reference kernel.
   bool fast_ok = true;
+  bool in_place() const { return codes != nullptr; }
 };
 
+// M up to which an in-place weight runs the k-lane GEMV (nvfp4_w4a4_impl.hpp).
+constexpr int64_t kNvfp4InPlaceGemvM = 2;
+
 // codes [rows, row_bytes] hi-first; scales swizzled for [rows, row_bytes*2/16].
-Nvfp4Packed nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
-                       int64_t n, float global);
+Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+                        int64_t n, float global);
+// The same weight read in place: nothing is copied; the bytes must outlive
+// the result. Reads every used block scale once (the NaN check).
+Nvfp4Weights nvfp4_in_place(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
+                            int64_t n, float global);
 
 // The per-call quantized activation.
 struct Nvfp4Activation {
@@ -66,7 +87,7 @@ void nvfp4_quantize_avx512(const float* x, int64_t m, int64_t k, int64_t blocks,
                            const float* pre_quant_scale, std::optional<float> input_scale,
                            Nvfp4Activation& out);
 // y [m, n] = the NVFP4 linear of `act` and `w`, plus bias (may be null).
-void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias,
+void nvfp4_gemm_avx512(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias,
                        float* y);
 
 // AVX2 kernels (nvfp4_w4a4.avx2.cpp) on the same packed weights (a panel is
@@ -77,9 +98,9 @@ void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks,
                          Nvfp4Activation& out);
 // vnni: block dots with AVX-VNNI `vpdpbusd ymm` (pass cpu_has_avx_vnni()), or
 // with vpmaddubsw + vpmaddwd when false (tests force it to cover CPUs without).
-void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y,
+void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y,
                      bool vnni);
 // The AVX-VNNI variant (nvfp4_w4a4.avxvnni.cpp); nvfp4_gemm_avx2 calls it.
-void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Packed& w, const float* bias, float* y);
+void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y);
 
 }  // namespace mixq::kernels::x86

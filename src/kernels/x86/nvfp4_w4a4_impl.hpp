@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -33,6 +34,8 @@
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "numeric/swizzle.hpp"
 #include "mixq/threads.hpp"
 
 namespace mixq::kernels::x86 {
@@ -334,7 +337,7 @@ void rows(const Nvfp4Job& job, int64_t m0, int64_t m1, const uint8_t* const* src
 
 // Panels [p0, p1) in groups of J (the last group may be narrower), raw decode.
 template <class V, int MR, int J>
-void small_m(const Nvfp4Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) {
+void small_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1) {
   const int64_t stride = w.blocks * kNvfp4PanelBlockBytes;
   int64_t p = p0;
   for (; p + J <= p1; p += J) {
@@ -350,7 +353,7 @@ void small_m(const Nvfp4Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) 
 
 // Decodes panel `p` (all blocks) into dst (Decoded<V> layout).
 template <class V>
-void decode_panel(const Nvfp4Packed& w, int64_t p, uint8_t* dst) {
+void decode_panel(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
   constexpr int L = V::kLanes, H = 16 / L;
   const typename V::I table = V::table16(kWeightTable);
   const uint8_t* src = w.data.data() + p * w.blocks * kNvfp4PanelBlockBytes;
@@ -363,8 +366,192 @@ void decode_panel(const Nvfp4Packed& w, int64_t p, uint8_t* dst) {
     }
 }
 
+// ---- in place (Nvfp4Weights::in_place) ----
+
+// E4M3 code -> f32 (exact; NaN codes are refused by nvfp4_in_place).
+inline float e4m3_value(uint8_t code) {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table[code];
+}
+
+// The 16 codes of one row's block (8 bytes at p, hi nibble first) as bytes
+// 12 + 2·e2m1 in k order.
+inline __m128i decoded_row_block(const uint8_t* p, __m128i table) {
+  const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i nibbles = _mm_unpacklo_epi8(_mm_srli_epi16(c, 4), c);  // hi(c0), c0, hi(c1), c1, ...
+  return _mm_shuffle_epi8(table, _mm_and_si128(nibbles, _mm_set1_epi8(0x0F)));
+}
+
+// decode_panel's result (Decoded<V>) read from the checkpoint's rows: four
+// rows' decoded blocks are one 4×4 transpose of 4-byte parts away from the
+// layout (part q of lane j = k 16b+4q.. of row j). Rows past n repeat row
+// n - 1; their outputs are never stored.
 template <class V>
-void large_m(const Nvfp4Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) {
+void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
+  constexpr int L = V::kLanes;
+  constexpr int64_t kVec = Decoded<V>::kVecBytes, kBlock = Decoded<V>::kBlockBytes;
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kWeightTable));
+  auto row_of = [&](int j) { return std::min<int64_t>(p * 16 + j, w.n - 1); };
+  for (int j0 = 0; j0 < 16; j0 += 4) {
+    const uint8_t* row[4];
+    for (int t = 0; t < 4; ++t) row[t] = w.codes + row_of(j0 + t) * w.row_bytes;
+    uint8_t* out = dst + (j0 / L) * kVec + 4 * (j0 % L);
+    for (int64_t b = 0; b < w.blocks; ++b, out += kBlock) {
+      const __m128i v0 = decoded_row_block(row[0] + 8 * b, table), v1 = decoded_row_block(row[1] + 8 * b, table);
+      const __m128i v2 = decoded_row_block(row[2] + 8 * b, table), v3 = decoded_row_block(row[3] + 8 * b, table);
+      const __m128i t0 = _mm_unpacklo_epi32(v0, v1), t1 = _mm_unpackhi_epi32(v0, v1);  // parts 0,1 | 2,3 of rows 0,1
+      const __m128i t2 = _mm_unpacklo_epi32(v2, v3), t3 = _mm_unpackhi_epi32(v2, v3);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 0 * 4 * L), _mm_unpacklo_epi64(t0, t2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 1 * 4 * L), _mm_unpackhi_epi64(t0, t2));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * 4 * L), _mm_unpacklo_epi64(t1, t3));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * 4 * L), _mm_unpackhi_epi64(t1, t3));
+    }
+  }
+  for (int j = 0; j < 16; ++j) {
+    // The swizzled offset of (r, b) is that of (r, 0) + (b / 4)·512 + b % 4.
+    const uint8_t* scales = w.scales + swizzled_offset(row_of(j), 0, w.blocks);
+    float* out = reinterpret_cast<float*>(dst + (j / L) * kVec + 16 * L) + j % L;
+    for (int64_t b = 0; b < w.blocks; ++b) out[b * kBlock / 4] = e4m3_value(scales[(b / 4) * 512 + b % 4]);
+  }
+}
+
+// The k-lane GEMV for M <= kNvfp4InPlaceGemvM. A weight row's two blocks
+// (16 code bytes) decode into one ymm whose 128-bit lane l holds block b + l:
+// the low nibbles (odd k) in bytes 0-7, the high nibbles (even k) in 8-15,
+// as bytes 12 + 2·e2m1. The activation is reordered once per call to match
+// (gemv_activation_order). A 4-product dot of 8 rows gives 8 vectors of
+// 4 partial sums per block; sum_quads moves them into one vector per block
+// with a row per lane, and the epilogue is the packed kernels' own (same FMA
+// per block, in block order), so the result has the same bits.
+template <class V>
+struct GemvDot {
+  using type = Avx2;  // AVX2 and AVX-512 targets: vpmaddubsw + vpmaddwd
+};
+template <>
+struct GemvDot<Avx2Vnni> {
+  using type = Avx2Vnni;
+};
+
+// Per block: the activation codes at k = 1, 3, ..., 15, then 0, 2, ..., 14.
+inline std::vector<int8_t> gemv_activation_order(const Nvfp4Activation& a) {
+  std::vector<int8_t> out(a.q.size());
+  const __m128i order = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
+  for (size_t i = 0; i < a.q.size(); i += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + i),
+                     _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.q.data() + i)), order));
+  return out;
+}
+
+// c: a row's code bytes [8b, 8b + 16) in both 128-bit lanes (or 8 bytes and
+// zeros for a last lone block).
+inline __m256i gemv_weights(__m256i c, __m256i table) {
+  const __m256i twice = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,  //
+                                         8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256i shifted = _mm256_srlv_epi64(_mm256_shuffle_epi8(c, twice), _mm256_setr_epi64x(0, 4, 0, 4));
+  return _mm256_shuffle_epi8(table, _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F)));
+}
+
+// Rows r0..r3 of 4 partial sums per 128-bit lane -> per lane [Σ r0, Σ r1, Σ r2, Σ r3].
+inline __m256i sum_quads(__m256i r0, __m256i r1, __m256i r2, __m256i r3) {
+  const __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(r0, r1), _mm256_unpackhi_epi32(r0, r1));
+  const __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(r2, r3), _mm256_unpackhi_epi32(r2, r3));
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
+}
+
+// Lanes: byte `shift / 8` of each u32 of q (a row's 4 swizzled scales) as f32.
+inline __m256 gemv_scales(__m256i q, int shift) {
+  const __m256i c = _mm256_srl_epi32(q, _mm_cvtsi32_si128(shift));
+  const __m256i mag = _mm256_srli_epi32(_mm256_slli_epi32(c, 25), 5);
+  const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31);
+  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
+}
+
+// Weight rows [r0, r0 + 8) against activation rows [m0, m0 + MR).
+template <class D, int MR>
+void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, int64_t m0, int64_t r0) {
+  const Nvfp4Activation& a = *job.act;
+  const int64_t blocks = w.blocks;
+  const uint8_t* row[8];
+  const uint8_t* scales[8];
+  for (int t = 0; t < 8; ++t) {
+    const int64_t r = std::min(r0 + t, w.n - 1);
+    row[t] = w.codes + r * w.row_bytes;
+    scales[t] = w.scales + swizzled_offset(r, 0, blocks);
+  }
+  const __m256i table = Avx2::table16(kWeightTable);
+  __m256 acc[MR];
+  MIXQ_UNROLL
+  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+  auto finish = [&](int i, int64_t b, __m256i d, __m256 sw) {
+    const size_t at = static_cast<size_t>((m0 + i) * blocks + b);
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
+    acc[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(a.scale[at])), acc[i]);
+  };
+  // One or two blocks from b on: `c(t)` gives row t's code bytes, `x(i)` activation row i's.
+  auto step = [&](int64_t b, int count, auto c, auto x) {
+    int32_t q[8];  // the 8 rows' 4 scales of b's group of 4 blocks
+    MIXQ_UNROLL
+    for (int t = 0; t < 8; ++t) std::memcpy(&q[t], scales[t] + (b / 4) * 512, 4);
+    const __m256i quad = _mm256_setr_epi32(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]);
+    __m256i wv[8];
+    MIXQ_UNROLL
+    for (int t = 0; t < 8; ++t) wv[t] = gemv_weights(c(t), table);
+    const __m256 sw0 = gemv_scales(quad, 8 * (b % 4)), sw1 = gemv_scales(quad, 8 * (b % 4 + 1));
+    MIXQ_UNROLL
+    for (int i = 0; i < MR; ++i) {
+      const __m256i xv = x(i);
+      __m256i d[8];
+      MIXQ_UNROLL
+      for (int t = 0; t < 8; ++t) d[t] = D::dot4_small(_mm256_setzero_si256(), wv[t], xv);
+      const __m256i lo = sum_quads(d[0], d[1], d[2], d[3]), hi = sum_quads(d[4], d[5], d[6], d[7]);
+      finish(i, b, _mm256_permute2x128_si256(lo, hi, 0x20), sw0);
+      if (count == 2) finish(i, b + 1, _mm256_permute2x128_si256(lo, hi, 0x31), sw1);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2)
+    step(
+        b, 2,
+        [&](int t) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[t] + 8 * b))); },
+        [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + ((m0 + i) * blocks + b) * 16)); });
+  if (b < blocks)
+    step(
+        b, 1,
+        [&](int t) { return _mm256_broadcastsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[t] + 8 * b))); },
+        [&](int i) {
+          return _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xo + ((m0 + i) * blocks + b) * 16)));
+        });
+  const int64_t valid = std::min<int64_t>(8, job.n - r0);
+  const __m256i mask = Avx2::mask(valid);
+  const __m256 bias = job.bias ? _mm256_maskload_ps(job.bias + r0, mask) : _mm256_setzero_ps();
+  MIXQ_UNROLL
+  for (int i = 0; i < MR; ++i) {
+    __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(acc[i], _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
+    if (job.bias) out = _mm256_add_ps(out, bias);
+    _mm256_maskstore_ps(job.y + (m0 + i) * job.n + r0, mask, out);
+  }
+}
+
+template <class V>
+void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
+  using D = typename GemvDot<V>::type;
+  const std::vector<int8_t> xo = gemv_activation_order(*job.act);
+  const int64_t m = job.act->m;
+  util::parallel_for((w.n + 7) / 8, 4, [&](int64_t g0, int64_t g1, int) {
+    for (int64_t g = g0; g < g1; ++g) {
+      int64_t i = 0;
+      for (; i + 2 <= m; i += 2) gemv_group<D, 2>(job, w, xo.data(), i, g * 8);
+      if (i < m) gemv_group<D, 1>(job, w, xo.data(), i, g * 8);
+    }
+  });
+}
+
+template <class V>
+void large_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1) {
   using T = Nvfp4Tile<V::kLanes>;
   constexpr int J = T::kLargeJ;
   constexpr uintptr_t kAlign = 4 * V::kLanes;  // aligned vector loads
@@ -380,7 +567,8 @@ void large_m(const Nvfp4Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) 
       const int width = static_cast<int>(std::min<int64_t>(J, p1 - p));
       const uint8_t* src[J];
       for (int j = 0; j < width; ++j) {
-        decode_panel<V>(w, p + j, base + j * panel_bytes);
+        if (w.in_place()) decode_panel_in_place<V>(w, p + j, base + j * panel_bytes);
+        else decode_panel<V>(w, p + j, base + j * panel_bytes);
         src[j] = base + j * panel_bytes;
       }
       if (width == J)
@@ -392,14 +580,16 @@ void large_m(const Nvfp4Job& job, const Nvfp4Packed& w, int64_t p0, int64_t p1) 
 }
 
 template <class V>
-__attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act, const Nvfp4Packed& w,
+__attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act, const Nvfp4Weights& w,
                                                       const float* bias, float* y) {
   using T = Nvfp4Tile<V::kLanes>;
   if (act.blocks != w.blocks) fail("nvfp4: activation has {} blocks, weight {}", act.blocks, w.blocks);
   const Nvfp4Job job{&act, bias, y, w.n, act.global * w.global};
   const int64_t m = act.m;
   if (m <= 0 || w.n <= 0) return;
-  if (m >= kNvfp4LargeM) {
+  if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
+    gemv_in_place<V>(job, w);
+  } else if (m >= kNvfp4LargeM || w.in_place()) {
     util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V>(job, w, p0, p1); });
   } else if (m == 1) {
     util::parallel_for(w.panels, T::kJ1, [&](int64_t p0, int64_t p1, int) { small_m<V, 1, T::kJ1>(job, w, p0, p1); });
