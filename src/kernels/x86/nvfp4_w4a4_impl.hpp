@@ -368,186 +368,252 @@ void decode_panel(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
 
 // ---- in place (Nvfp4Weights::in_place) ----
 
-// E4M3 code -> f32 (exact; NaN codes are refused by nvfp4_in_place).
-inline float e4m3_value(uint8_t code) {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = e4m3_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  return table[code];
-}
-
-// The 16 codes of one row's block (8 bytes at p, hi nibble first) as bytes
-// 12 + 2·e2m1 in k order.
-inline __m128i decoded_row_block(const uint8_t* p, __m128i table) {
-  const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  const __m128i nibbles = _mm_unpacklo_epi8(_mm_srli_epi16(c, 4), c);  // hi(c0), c0, hi(c1), c1, ...
-  return _mm_shuffle_epi8(table, _mm_and_si128(nibbles, _mm_set1_epi8(0x0F)));
-}
-
-// decode_panel's result (Decoded<V>) read from the checkpoint's rows: four
-// rows' decoded blocks are one 4×4 transpose of 4-byte parts away from the
-// layout (part q of lane j = k 16b+4q.. of row j). Rows past n repeat row
-// n - 1; their outputs are never stored.
-template <class V>
-void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
-  constexpr int L = V::kLanes;
-  constexpr int64_t kVec = Decoded<V>::kVecBytes, kBlock = Decoded<V>::kBlockBytes;
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kWeightTable));
-  auto row_of = [&](int j) { return std::min<int64_t>(p * 16 + j, w.n - 1); };
-  for (int j0 = 0; j0 < 16; j0 += 4) {
-    const uint8_t* row[4];
-    for (int t = 0; t < 4; ++t) row[t] = w.codes + row_of(j0 + t) * w.row_bytes;
-    uint8_t* out = dst + (j0 / L) * kVec + 4 * (j0 % L);
-    for (int64_t b = 0; b < w.blocks; ++b, out += kBlock) {
-      const __m128i v0 = decoded_row_block(row[0] + 8 * b, table), v1 = decoded_row_block(row[1] + 8 * b, table);
-      const __m128i v2 = decoded_row_block(row[2] + 8 * b, table), v3 = decoded_row_block(row[3] + 8 * b, table);
-      const __m128i t0 = _mm_unpacklo_epi32(v0, v1), t1 = _mm_unpackhi_epi32(v0, v1);  // parts 0,1 | 2,3 of rows 0,1
-      const __m128i t2 = _mm_unpacklo_epi32(v2, v3), t3 = _mm_unpackhi_epi32(v2, v3);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 0 * 4 * L), _mm_unpacklo_epi64(t0, t2));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 1 * 4 * L), _mm_unpackhi_epi64(t0, t2));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * 4 * L), _mm_unpacklo_epi64(t1, t3));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * 4 * L), _mm_unpackhi_epi64(t1, t3));
-    }
-  }
-  for (int j = 0; j < 16; ++j) {
-    // The swizzled offset of (r, b) is that of (r, 0) + (b / 4)·512 + b % 4.
-    const uint8_t* scales = w.scales + swizzled_offset(row_of(j), 0, w.blocks);
-    float* out = reinterpret_cast<float*>(dst + (j / L) * kVec + 16 * L) + j % L;
-    for (int64_t b = 0; b < w.blocks; ++b) out[b * kBlock / 4] = e4m3_value(scales[(b / 4) * 512 + b % 4]);
-  }
-}
-
-// The k-lane GEMV for M <= kNvfp4InPlaceGemvM. A weight row's two blocks
-// (16 code bytes) decode into one ymm whose 128-bit lane l holds block b + l:
-// the low nibbles (odd k) in bytes 0-7, the high nibbles (even k) in 8-15,
-// as bytes 12 + 2·e2m1. The activation is reordered once per call to match
-// (gemv_activation_order). A 4-product dot of 8 rows gives 8 vectors of
-// 4 partial sums per block; sum_quads moves them into one vector per block
-// with a row per lane, and the epilogue is the packed kernels' own (same FMA
-// per block, in block order), so the result has the same bits.
+// The k-lane GEMV for M <= kNvfp4InPlaceGemvM. A weight row's 4 blocks (32
+// code bytes, one ymm c) decode into two ymm: the low nibbles (odd k) and
+// the high nibbles (even k), each as bytes 12 + 2·e2m1 with 128-bit lane l
+// holding blocks b + 2l, b + 2l + 1 (8 bytes each). The activation is
+// reordered once per call to match (gemv_activation_order). The two 4-product
+// dots give a row 8 int32: 2 partial sums of each of the 4 blocks; for 8
+// rows, sum_blocks moves them into one vector per block with a row per lane,
+// and the epilogue is the packed kernels' own (the same FMA per block, in
+// block order), so the result has the same bits.
+// Σ over 4-byte lanes of odd·x_odd + even·x_even (u8 · s8), exact: on AVX2
+// and AVX-512 targets two vpmaddubsw (pair sums <= 2·24·12 = 576 each, so
+// <= 1152 after the i16 add) and one vpmaddwd; with AVX-VNNI two vpdpbusd.
 template <class V>
 struct GemvDot {
-  using type = Avx2;  // AVX2 and AVX-512 targets: vpmaddubsw + vpmaddwd
+  static __m256i dot(__m256i odd, __m256i x_odd, __m256i even, __m256i x_even) {
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(odd, x_odd), _mm256_maddubs_epi16(even, x_even));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  }
 };
 template <>
 struct GemvDot<Avx2Vnni> {
-  using type = Avx2Vnni;
+  static __m256i dot(__m256i odd, __m256i x_odd, __m256i even, __m256i x_even) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), odd, x_odd), even, x_even);
+  }
 };
 
-// Per block: the activation codes at k = 1, 3, ..., 15, then 0, 2, ..., 14.
+constexpr int64_t kGemvGroupBytes = 64;  // activation bytes per 4 blocks
+constexpr int64_t kGemvScaleAhead = 4;   // groups of 4 blocks the scale prefetch runs ahead
+
+// Per call: each 4 blocks of the activation (zero-padded to whole groups of
+// 4) as the codes at odd k of the 4 blocks (8 each, 32 bytes), then those
+// at even k.
 inline std::vector<int8_t> gemv_activation_order(const Nvfp4Activation& a) {
-  std::vector<int8_t> out(a.q.size());
+  const int64_t groups = (a.blocks + 3) / 4;
+  std::vector<int8_t> out(static_cast<size_t>(a.m * groups * kGemvGroupBytes), 0);
   const __m128i order = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
-  for (size_t i = 0; i < a.q.size(); i += 16)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + i),
-                     _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.q.data() + i)), order));
+  for (int64_t r = 0; r < a.m; ++r)
+    for (int64_t b = 0; b < a.blocks; ++b) {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.q.data() + (r * a.blocks + b) * 16));
+      const __m128i v = _mm_shuffle_epi8(q, order);
+      int8_t* dst = out.data() + (r * groups + b / 4) * kGemvGroupBytes + (b % 4) * 8;
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), v);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 32), _mm_unpackhi_epi64(v, v));
+    }
   return out;
 }
 
-// c: a row's code bytes [8b, 8b + 16) in both 128-bit lanes (or 8 bytes and
-// zeros for a last lone block).
-inline __m256i gemv_weights(__m256i c, __m256i table) {
-  const __m256i twice = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,  //
-                                         8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m256i shifted = _mm256_srlv_epi64(_mm256_shuffle_epi8(c, twice), _mm256_setr_epi64x(0, 4, 0, 4));
-  return _mm256_shuffle_epi8(table, _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F)));
+// Rows P0..P3 (int32 lanes: 2 partial sums of blocks b, b + 1 | b + 2, b + 3)
+// -> even: [Σ b of rows 0-3 | Σ b + 2], odd: [Σ b + 1 | Σ b + 3].
+inline void sum_blocks(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i& even, __m256i& odd) {
+  const __m256i lo01 = _mm256_unpacklo_epi32(p0, p1), hi01 = _mm256_unpackhi_epi32(p0, p1);
+  const __m256i lo23 = _mm256_unpacklo_epi32(p2, p3), hi23 = _mm256_unpackhi_epi32(p2, p3);
+  even = _mm256_add_epi32(_mm256_unpacklo_epi64(lo01, lo23), _mm256_unpackhi_epi64(lo01, lo23));
+  odd = _mm256_add_epi32(_mm256_unpacklo_epi64(hi01, hi23), _mm256_unpackhi_epi64(hi01, hi23));
 }
 
-// Rows r0..r3 of 4 partial sums per 128-bit lane -> per lane [Σ r0, Σ r1, Σ r2, Σ r3].
-inline __m256i sum_quads(__m256i r0, __m256i r1, __m256i r2, __m256i r3) {
-  const __m256i s01 = _mm256_add_epi32(_mm256_unpacklo_epi32(r0, r1), _mm256_unpackhi_epi32(r0, r1));
-  const __m256i s23 = _mm256_add_epi32(_mm256_unpacklo_epi32(r2, r3), _mm256_unpackhi_epi32(r2, r3));
-  return _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
-}
-
-// Lanes: byte `shift / 8` of each u32 of q (a row's 4 swizzled scales) as f32.
-inline __m256 gemv_scales(__m256i q, int shift) {
-  const __m256i c = _mm256_srl_epi32(q, _mm_cvtsi32_si128(shift));
+// Lanes: byte `Byte` of each u32 of q (the rows' 4 swizzled scales of a
+// group of 4 blocks) as f32, decoded as raw_scales does.
+template <int Byte>
+inline __m256 gemv_scales(__m256i q) {
+  const __m256i c = _mm256_srli_epi32(q, 8 * Byte);
   const __m256i mag = _mm256_srli_epi32(_mm256_slli_epi32(c, 25), 5);
   const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31);
   return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
 }
 
-// Weight rows [r0, r0 + 8) against activation rows [m0, m0 + MR).
-template <class D, int MR>
-void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, int64_t m0, int64_t r0) {
-  const Nvfp4Activation& a = *job.act;
-  const int64_t blocks = w.blocks;
-  const uint8_t* row[8];
-  const uint8_t* scales[8];
-  for (int t = 0; t < 8; ++t) {
-    const int64_t r = std::min(r0 + t, w.n - 1);
-    row[t] = w.codes + r * w.row_bytes;
-    scales[t] = w.scales + swizzled_offset(r, 0, blocks);
-  }
-  const __m256i table = Avx2::table16(kWeightTable);
-  __m256 acc[MR];
+// The scales of 8 rows for a group of 4 blocks. The swizzled layout
+// (docs/FORMATS.md §3.2) keeps rows r0 .. r0 + 7 (r0 % 8 == 0) in one
+// 128-byte span, row t's 16 bytes at 16·t holding the 4 scales of 4 rows
+// 32 apart (one u32 each); `pick` moves this band's u32 of each 16 bytes
+// into place. Lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (each 32-byte load holds
+// two rows, one per 128-bit lane). Reads only the 128 bytes.
+inline __m256i gemv_scale_quad(const uint8_t* span, const __m256i* pick) {
+  __m256i quad = _mm256_setzero_si256();
   MIXQ_UNROLL
-  for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-  auto finish = [&](int i, int64_t b, __m256i d, __m256 sw) {
-    const size_t at = static_cast<size_t>((m0 + i) * blocks + b);
-    const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
-    acc[i] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(a.scale[at])), acc[i]);
-  };
-  // One or two blocks from b on: `c(t)` gives row t's code bytes, `x(i)` activation row i's.
-  auto step = [&](int64_t b, int count, auto c, auto x) {
-    int32_t q[8];  // the 8 rows' 4 scales of b's group of 4 blocks
-    MIXQ_UNROLL
-    for (int t = 0; t < 8; ++t) std::memcpy(&q[t], scales[t] + (b / 4) * 512, 4);
-    const __m256i quad = _mm256_setr_epi32(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]);
-    __m256i wv[8];
-    MIXQ_UNROLL
-    for (int t = 0; t < 8; ++t) wv[t] = gemv_weights(c(t), table);
-    const __m256 sw0 = gemv_scales(quad, 8 * (b % 4)), sw1 = gemv_scales(quad, 8 * (b % 4 + 1));
-    MIXQ_UNROLL
-    for (int i = 0; i < MR; ++i) {
-      const __m256i xv = x(i);
-      __m256i d[8];
-      MIXQ_UNROLL
-      for (int t = 0; t < 8; ++t) d[t] = D::dot4_small(_mm256_setzero_si256(), wv[t], xv);
-      const __m256i lo = sum_quads(d[0], d[1], d[2], d[3]), hi = sum_quads(d[4], d[5], d[6], d[7]);
-      finish(i, b, _mm256_permute2x128_si256(lo, hi, 0x20), sw0);
-      if (count == 2) finish(i, b + 1, _mm256_permute2x128_si256(lo, hi, 0x31), sw1);
-    }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= blocks; b += 2)
-    step(
-        b, 2,
-        [&](int t) { return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row[t] + 8 * b))); },
-        [&](int i) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + ((m0 + i) * blocks + b) * 16)); });
-  if (b < blocks)
-    step(
-        b, 1,
-        [&](int t) { return _mm256_broadcastsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[t] + 8 * b))); },
-        [&](int i) {
-          return _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xo + ((m0 + i) * blocks + b) * 16)));
-        });
-  const int64_t valid = std::min<int64_t>(8, job.n - r0);
-  const __m256i mask = Avx2::mask(valid);
-  const __m256 bias = job.bias ? _mm256_maskload_ps(job.bias + r0, mask) : _mm256_setzero_ps();
-  MIXQ_UNROLL
-  for (int i = 0; i < MR; ++i) {
-    __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(acc[i], _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
-    if (job.bias) out = _mm256_add_ps(out, bias);
-    _mm256_maskstore_ps(job.y + (m0 + i) * job.n + r0, mask, out);
-  }
+  for (int j = 0; j < 4; ++j)
+    quad = _mm256_or_si256(
+        quad, _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(span + 32 * j)), pick[j]));
+  return quad;
 }
 
+// pick[j] for gemv_scale_quad: in each 128-bit lane, bytes 4·band .. +3 to
+// u32 j, every other byte zeroed.
+struct GemvScalePicks {
+  __m256i v[4];
+};
+inline const GemvScalePicks& gemv_scale_picks(int band) {
+  static const auto picks = [] {
+    std::array<GemvScalePicks, 4> all;
+    for (int b = 0; b < 4; ++b)
+      for (int j = 0; j < 4; ++j) {
+        alignas(32) int8_t bytes[32];
+        for (int i = 0; i < 32; ++i) bytes[i] = (i % 16) / 4 == j ? static_cast<int8_t>(4 * b + i % 4) : -128;
+        all[static_cast<size_t>(b)].v[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(bytes));
+      }
+    return all;
+  }();
+  return picks[static_cast<size_t>(band)];
+}
+
+// Weight rows [r0, r0 + 8), row t at rows + t·stride, against activation row
+// `i`. `scales`: the 128-byte span of the rows' swizzled scales of blocks
+// 0-3 (gemv_scale_quad); those of blocks 4g.. are 512·g further.
+template <class D>
+void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, int64_t i, int64_t r0,
+                const uint8_t* rows, int64_t stride, const uint8_t* scales, const __m256i* pick) {
+  const Nvfp4Activation& a = *job.act;
+  const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
+  const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
+  const int8_t* x = xo + i * groups * kGemvGroupBytes;
+  __m256 acc = _mm256_setzero_ps();
+  auto finish = [&](int64_t b, __m256i d, __m256 sw) {
+    const size_t at = static_cast<size_t>(i * blocks + b);
+    const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
+    acc = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(a.scale[at])), acc);
+  };
+  // Blocks 4g .. 4g + count - 1; `load(p)` reads a row's code bytes there.
+  auto group = [&](int64_t g, int count, auto load) {
+    const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * kGemvGroupBytes));
+    const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * kGemvGroupBytes + 32));
+    __m256i d[8];
+    MIXQ_UNROLL
+    for (int t = 0; t < 8; ++t) {
+      const __m256i c = load(rows + t * stride + 32 * g);
+      const __m256i odd = _mm256_shuffle_epi8(table, _mm256_and_si256(c, nibble));
+      const __m256i even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble));
+      d[t] = D::dot(odd, x_odd, even, x_even);
+    }
+    const __m256i quad = gemv_scale_quad(scales + g * 512, pick);
+    __m256i even_lo, odd_lo, even_hi, odd_hi;  // lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (as quad)
+    sum_blocks(d[0], d[2], d[4], d[6], even_lo, odd_lo);
+    sum_blocks(d[1], d[3], d[5], d[7], even_hi, odd_hi);
+    const int64_t b = 4 * g;
+    finish(b, _mm256_permute2x128_si256(even_lo, even_hi, 0x20), gemv_scales<0>(quad));
+    if (count > 1) finish(b + 1, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x20), gemv_scales<1>(quad));
+    if (count > 2) finish(b + 2, _mm256_permute2x128_si256(even_lo, even_hi, 0x31), gemv_scales<2>(quad));
+    if (count > 3) finish(b + 3, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x31), gemv_scales<3>(quad));
+  };
+  // The next group's rows follow these in memory: fetch 256 of its bytes per
+  // step (8 rows x 32), so they are in cache when it starts.
+  const char* next = reinterpret_cast<const char*>(rows + 8 * stride);
+  const int64_t whole = blocks / 4;
+  for (int64_t g = 0; g < whole; ++g, next += 256) {
+    for (int l = 0; l < 4; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+    // The 8 rows' scales of a group of 4 blocks are 128 bytes, 512 apart
+    // from one group to the next: a strided walk the hardware does not
+    // prefetch, and that stalled the loop (half the speed without this).
+    const char* scales_ahead = reinterpret_cast<const char*>(scales + (g + kGemvScaleAhead) * 512);
+    _mm_prefetch(scales_ahead, _MM_HINT_T0);
+    _mm_prefetch(scales_ahead + 64, _MM_HINT_T0);
+    group(g, 4, [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); });
+  }
+  if (const int left = static_cast<int>(blocks - 4 * whole)) {  // 1-3 blocks: 8 bytes each, never read past
+    const __m256i mask = Avx2::mask(2 * left);
+    group(whole, left, [&](const uint8_t* p) { return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), mask); });
+  }
+  const int64_t valid = std::min<int64_t>(8, job.n - r0);
+  const __m256i mask = Avx2::mask(valid);
+  acc = _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // rows in order
+  __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(acc, _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
+  if (job.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(job.bias + r0, mask));
+  _mm256_maskstore_ps(job.y + i * job.n + r0, mask, out);
+}
+
+// Each group of 8 weight rows is read from DRAM once; a second activation row
+// reuses it from cache (decoding it again). A last group of fewer than 8
+// rows is copied (zero-padded) so that no read passes the tensor's end.
 template <class V>
 void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
-  using D = typename GemvDot<V>::type;
+  using D = GemvDot<V>;
   const std::vector<int8_t> xo = gemv_activation_order(*job.act);
   const int64_t m = job.act->m;
   util::parallel_for((w.n + 7) / 8, 4, [&](int64_t g0, int64_t g1, int) {
+    std::vector<uint8_t> tail;
     for (int64_t g = g0; g < g1; ++g) {
-      int64_t i = 0;
-      for (; i + 2 <= m; i += 2) gemv_group<D, 2>(job, w, xo.data(), i, g * 8);
-      if (i < m) gemv_group<D, 1>(job, w, xo.data(), i, g * 8);
+      const int64_t r0 = g * 8;
+      const uint8_t* rows = w.codes + r0 * w.row_bytes;
+      if (r0 + 8 > w.n) {
+        tail.assign(static_cast<size_t>(8 * w.row_bytes), 0);
+        std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
+        rows = tail.data();
+      }
+      const uint8_t* scales = w.scales + swizzled_offset(r0, 0, w.blocks);
+      const int band = static_cast<int>(r0 % 128 / 32);
+      const GemvScalePicks& pick = gemv_scale_picks(band);
+      for (int64_t i = 0; i < m; ++i)
+        gemv_group<D>(job, w, xo.data(), i, r0, rows, w.row_bytes, scales - 4 * band, pick.v);
     }
   });
+}
+
+// decode_panel's result (Decoded<V>) read from the checkpoint's rows.
+// Codes: two blocks of a row decode into one ymm (block b in the low 128-bit
+// lane, b + 1 in the high, 16 bytes 12 + 2·e2m1 in k order each); four
+// rows' vectors are one 4×4 transpose of 4-byte parts away from the layout
+// (part q of lane j = k 16b + 4q .. of row j). Scales: gemv_scale_quad per 8
+// rows and 4 blocks, put back in row order. Rows past n repeat row n - 1
+// (codes) or read the scale tile's padding; their outputs are never stored.
+template <class V>
+void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
+  constexpr int L = V::kLanes;
+  constexpr int64_t kVec = Decoded<V>::kVecBytes, kBlock = Decoded<V>::kBlockBytes;
+  const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
+  auto decode = [&](__m256i c) {  // c: the row's code bytes of blocks b, b + 1 in both lanes
+    const __m256i hi = _mm256_srli_epi16(c, 4);
+    const __m256i k_order = _mm256_blend_epi32(_mm256_unpacklo_epi8(hi, c), _mm256_unpackhi_epi8(hi, c), 0xF0);
+    return _mm256_shuffle_epi8(table, _mm256_and_si256(k_order, nibble));
+  };
+  for (int j0 = 0; j0 < 16; j0 += 4) {
+    const uint8_t* row[4];
+    for (int t = 0; t < 4; ++t) row[t] = w.codes + std::min<int64_t>(p * 16 + j0 + t, w.n - 1) * w.row_bytes;
+    uint8_t* out = dst + (j0 / L) * kVec + 4 * (j0 % L);
+    for (int64_t b = 0; b < w.blocks; b += 2, out += 2 * kBlock) {
+      const bool pair = b + 1 < w.blocks;  // else one block: 8 bytes, never read past the row
+      __m256i v[4];
+      for (int t = 0; t < 4; ++t) {
+        const __m128i c = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[t] + 8 * b))
+                               : _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row[t] + 8 * b));
+        v[t] = decode(_mm256_broadcastsi128_si256(c));
+      }
+      const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
+      const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
+      const __m256i part[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2),
+                               _mm256_unpacklo_epi64(t1, t3), _mm256_unpackhi_epi64(t1, t3)};
+      for (int q = 0; q < 4; ++q) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + q * 4 * L), _mm256_castsi256_si128(part[q]));
+        if (pair) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + kBlock + q * 4 * L), _mm256_extracti128_si256(part[q], 1));
+      }
+    }
+  }
+  const __m256i row_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int j0 = 0; j0 < 16; j0 += 8) {
+    const int64_t r0 = p * 16 + j0;
+    const int band = static_cast<int>(r0 % 128 / 32);
+    const uint8_t* span = w.scales + swizzled_offset(r0, 0, w.blocks) - 4 * band;
+    const GemvScalePicks& pick = gemv_scale_picks(band);
+    uint8_t* out = dst + (j0 / L) * kVec + 16 * L + 4 * (j0 % L);
+    for (int64_t b = 0; b < w.blocks; b += 4, span += 512) {
+      const __m256i quad = _mm256_permutevar8x32_epi32(gemv_scale_quad(span, pick.v), row_order);
+      const int64_t left = w.blocks - b;
+      _mm256_storeu_ps(reinterpret_cast<float*>(out + b * kBlock), gemv_scales<0>(quad));
+      if (left > 1) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 1) * kBlock), gemv_scales<1>(quad));
+      if (left > 2) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 2) * kBlock), gemv_scales<2>(quad));
+      if (left > 3) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 3) * kBlock), gemv_scales<3>(quad));
+    }
+  }
 }
 
 template <class V>
