@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/x86/e4m3_nan.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
 #include "util/parallel.hpp"
@@ -35,9 +36,6 @@ int64_t block_of(PanelType type) {
 // Panels a pool thread packs between two rows_packed calls: 1024 rows, a
 // few MiB of a large layer's file pages resident at a time per thread.
 constexpr int64_t kReleasePanels = 64;
-
-// E4M3 NaN: all exponent and mantissa bits set (either sign).
-bool e4m3_nan(uint8_t code) { return (code & 0x7F) == 0x7F; }
 
 // `Rounds` rounds of "vectors 2i and 2i+1 = the low and high interleave of
 // vectors i and i+8" over 16 vectors. Each round rotates the 4 bits of the
@@ -93,19 +91,6 @@ int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool 
     }
   }
   return c;
-}
-
-// True when the row of `count` E4M3 codes holds a NaN.
-bool has_e4m3_nan(const uint8_t* in, int64_t count) {
-  int64_t c = 0;
-  const __m128i mask = _mm_set1_epi8(0x7F);
-  for (; c + 16 <= count; c += 16) {
-    const __m128i v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + c)), mask);
-    if (_mm_movemask_epi8(_mm_cmpeq_epi8(v, mask)) != 0) return true;
-  }
-  for (; c < count; ++c)
-    if (e4m3_nan(in[c])) return true;
-  return false;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "util/parallel.hpp"
+#include "kernels/x86/e4m3_nan.hpp"
 #include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
@@ -42,7 +43,7 @@ Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, c
           store_u32(dst + j * 4, regroup_nibble_quad<true>(load_u32(src + b * 8)));
           store_u32(dst + 64 + j * 4, regroup_nibble_quad<true>(load_u32(src + b * 8 + 4)));
           const uint8_t s = row_scales[(b / 4) * 512 + b % 4];
-          nan |= (s & 0x7F) == 0x7F;
+          nan |= e4m3_nan(s);
           dst[128 + j] = s;
         }
         if (nan) nan_found[static_cast<size_t>(panel)] = 1;
@@ -65,12 +66,21 @@ Nvfp4Weights nvfp4_in_place(const uint8_t* codes, int64_t rows, int64_t row_byte
   w.scales = scales;
   w.row_bytes = row_bytes;
   const int64_t blocks = w.blocks;
+  // First the whole swizzled buffer, 16 bytes at a time; only a NaN found
+  // there (in a used scale or in the tiles' padding) needs the scan of the
+  // used scales alone.
+  const int64_t bytes = swizzled_rows(rows) * swizzled_cols(blocks);
   std::atomic<bool> nan_found{false};
+  util::parallel_for(bytes / 512, 256, [&](int64_t begin, int64_t end, int) {
+    if (has_e4m3_nan(scales + begin * 512, (end - begin) * 512)) nan_found = true;
+  });
+  if (!nan_found) return w;
+  nan_found = false;
   util::parallel_for(n, 64, [&](int64_t begin, int64_t end, int) {
     bool nan = false;
     for (int64_t r = begin; r < end; ++r) {
       const uint8_t* row_scales = scales + swizzled_offset(r, 0, blocks);
-      for (int64_t b = 0; b < blocks; ++b) nan |= (row_scales[(b / 4) * 512 + b % 4] & 0x7F) == 0x7F;
+      for (int64_t b = 0; b < blocks; ++b) nan |= e4m3_nan(row_scales[(b / 4) * 512 + b % 4]);
     }
     if (nan) nan_found = true;
   });
