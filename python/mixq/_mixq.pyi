@@ -77,8 +77,12 @@ class Linear:
     @property
     def in_place(self) -> bool:
         """True when forward reads the weight in place from the mapped file
-        (INT8, ConvRot W4A4 on AVX2 / AVX-512); the file stays mapped while the
-        Linear lives."""
+        (INT8, ConvRot W4A4, NVFP4 on AVX2 / AVX-512); the file stays mapped
+        while the Linear lives."""
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the layer's tensors as stored (this rank's share under tp):
+        what an in_place Linear reads from the file."""
     def detach(self) -> None:
         """Releases the checkpoint (the prepared weights are the Linear's own;
         an in_place Linear keeps only its mapped file); dequantize() then

@@ -55,6 +55,7 @@ struct PyLinear {
   std::unique_ptr<LayerShard> shard;  // tp_size > 1: this rank's share of the layer (until detach())
   std::optional<ShardSpec> tp;        // which share, kept after detach() frees `shard`
   std::string method;                 // the format's method name, fixed when the Linear is built
+  uint64_t stored_bytes = 0;          // the layer's (this rank's) tensor bytes as stored
 };
 
 // LinearOptions for kernel "auto" or "ref" (mixq::Error otherwise).

@@ -96,6 +96,7 @@ std::shared_ptr<PyLinear> linear_from_tensors(const std::string& prefix, const s
   validate_layer(layer);
   result->linear = Linear::create(layer, linear_options(prefix, kernel));
   result->method = layer.format->method ? layer.format->method(layer) : std::string();
+  result->stored_bytes = layer.bytes();
   layer.tensors.clear();  // views of memory this Linear does not own
   result->own = std::move(own);
   result->layer = result->own.get();

@@ -61,6 +61,7 @@ std::shared_ptr<PyLinear> make_linear(const std::shared_ptr<CheckpointState>& ow
   result->linear = Linear::create(*result->layer, options);
   const FormatTraits* f = result->layer->format;
   result->method = f && f->method ? f->method(*result->layer) : std::string();
+  result->stored_bytes = result->layer->bytes();
   return result;
 }
 
@@ -201,8 +202,11 @@ void bind_linear(nb::module_& m) {
            "dequantize() raises mixq.Error.")
       .def_prop_ro("in_place", [](const PyLinear& s) { return s.linear->reads_file_in_place(); },
                    "True when forward reads the weight in place from the mapped checkpoint file\n"
-                   "(INT8 and ConvRot W4A4 on AVX2 / AVX-512) instead of a packed copy: the\n"
-                   "Linear keeps that file mapped while it lives.")
+                   "(INT8, ConvRot W4A4 and NVFP4 on AVX2 / AVX-512) instead of a packed copy:\n"
+                   "the Linear keeps that file mapped while it lives.")
+      .def_prop_ro("stored_bytes", [](const PyLinear& s) { return s.stored_bytes; },
+                   "Bytes of the layer's tensors as the checkpoint stores them (this rank's\n"
+                   "share under tp): what an in_place Linear reads from the file.")
       .def_prop_ro("tp_rank", [](const PyLinear& s) { return s.tp ? s.tp->rank : 0; })
       .def_prop_ro("tp_size", [](const PyLinear& s) { return s.tp ? s.tp->degree : 1; })
       .def_prop_ro("parallel", [](const PyLinear& s) {

@@ -2,6 +2,7 @@
 against the float weights, every input kind (NumPy, DLPack, f16, bf16,
 strided), out=, and lifetime."""
 import gc
+import json
 import pathlib
 import subprocess
 import sys
@@ -55,10 +56,19 @@ def test_properties(ckpt, prefix):
     assert isinstance(layer.kernel, str) and layer.kernel
     assert isinstance(layer.method, str) and layer.method
     assert prefix in repr(layer)
-    # INT8 and ConvRot W4A4 read their rows in place from the mapped file on
-    # the fast kernels; every other format packs a copy.
-    in_place_formats = ("int8_tensorwise", "convrot_w4a4")
+    # INT8, ConvRot W4A4 and NVFP4 read their rows in place from the mapped
+    # file on the fast kernels; every other format packs a copy.
+    in_place_formats = ("int8_tensorwise", "convrot_w4a4", "nvfp4")
     assert layer.in_place == (FORMATS[prefix] in in_place_formats and layer.kernel != "ref")
+    assert layer.stored_bytes == header_bytes(ckpt.paths[0], prefix)
+
+
+def header_bytes(path, prefix):
+    """Bytes of the layer's tensors by the safetensors header (the marker aside)."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return sum(t["data_offsets"][1] - t["data_offsets"][0] for name, t in header.items()
+               if name.startswith(prefix + ".") and not name.endswith(".comfy_quant"))
 
 
 def test_params_have_defaults_applied(ckpt):

@@ -76,6 +76,13 @@ def replicated_bytes(model) -> int:
     return sum(t.numel() * t.element_size() for t in model.state_dict().values() if not t.is_meta)
 
 
+def in_place_bytes(model) -> int:
+    """Stored bytes of the layers that read the checkpoint in place: held in
+    the mapped file (page cache), not on the heap."""
+    return sum(m._linear.stored_bytes for m in model.modules()
+               if getattr(m, "_linear", None) is not None and m._linear.in_place)
+
+
 def load(path, tp_group=None):
     """(model, stats) after load_quantized; the heap delta is taken around it."""
     import mixq.torch
@@ -85,7 +92,8 @@ def load(path, tp_group=None):
     keys = mixq.torch.load_quantized(model, path, tp_group=tp_group)
     seconds = time.perf_counter() - start
     assert keys == ([], []), keys
-    stats = dict(heap_bytes=heap_bytes() - before, replicated_bytes=replicated_bytes(model), load_s=seconds)
+    stats = dict(heap_bytes=heap_bytes() - before, replicated_bytes=replicated_bytes(model),
+                 in_place_bytes=in_place_bytes(model), load_s=seconds)
     kinds = {}
     inner = {id(m.local) for m in model.modules() if hasattr(m, "local")}  # the wrappers' own Linear
     for module in model.modules():
