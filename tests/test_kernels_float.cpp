@@ -244,6 +244,40 @@ TEST_P(Nvfp4Kernels, BlockDotIsExactForExtremeCodes) {
   expect_bits_equal(want, got, "extreme codes");
 }
 
+// The large-M kernels' decoded panels, read in place, for both vector widths
+// (16 lanes is AVX-512's layout, checked here on any AVX2 CPU), against the
+// layout written out byte by byte: the stored codes and scales of each row.
+TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
+  MIXQ_KERNEL_PATH_OR_SKIP("nvfp4:in_place_panels", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
+  const int64_t n = 300, k = 112;  // 7 blocks (a lone last one), rows in 3 scale tiles, a partial panel
+  const StoredNvfp4 w = make_nvfp4(n, k, 77);
+  const x86::Nvfp4Weights in_place = x86::nvfp4_in_place(w.codes.data(), w.rows, w.row_bytes, w.scales.data(), n, w.global);
+  const int8_t table[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+  const int64_t blocks = k / 16;
+  for (int lanes : {8, 16}) {
+    std::vector<uint8_t> got(static_cast<size_t>(blocks * 320));
+    for (int64_t p = 0; p < in_place.panels; ++p) {
+      x86::nvfp4_decode_panel_in_place(in_place, p, lanes, got.data());
+      for (int64_t j = 0; j < 16 && p * 16 + j < n; ++j) {
+        const int64_t r = p * 16 + j, h = j / lanes, lane = j % lanes;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const uint8_t* vec = got.data() + b * 320 + h * 20 * lanes;
+          for (int64_t kk = 0; kk < 16; ++kk) {
+            const uint8_t byte = w.codes[static_cast<size_t>(r * w.row_bytes + (16 * b + kk) / 2)];
+            const int code = kk % 2 == 0 ? byte >> 4 : byte & 0x0F;
+            ASSERT_EQ(vec[4 * lanes * (kk / 4) + 4 * lane + kk % 4], static_cast<uint8_t>(table[code]))
+                << "lanes " << lanes << " row " << r << " k " << 16 * b + kk;
+          }
+          float scale;
+          std::memcpy(&scale, vec + 16 * lanes + 4 * lane, 4);
+          ASSERT_EQ(scale, e4m3_to_f32(w.scales[static_cast<size_t>(swizzled_offset(r, b, blocks))]))
+              << "lanes " << lanes << " row " << r << " block " << b;
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
   std::vector<uint8_t> codes(16 * 8, 0x11), linear(16, 0x38);
   linear[3] = 0x7F;

@@ -17,4 +17,10 @@ void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Weights& w, const fl
   else nvfp4_gemm<Avx2>(act, w, bias, y);
 }
 
+void nvfp4_decode_panel_in_place(const Nvfp4Weights& w, int64_t panel, int lanes, uint8_t* out) {
+  if (lanes == 8) decode_panel_in_place<8>(w, panel, out);
+  else if (lanes == 16) decode_panel_in_place<16>(w, panel, out);
+  else fail("nvfp4_decode_panel_in_place: lanes must be 8 or 16, got {}", lanes);
+}
+
 }  // namespace mixq::kernels::x86

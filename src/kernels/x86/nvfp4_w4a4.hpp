@@ -100,6 +100,12 @@ void nvfp4_quantize_avx2(const float* x, int64_t m, int64_t k, int64_t blocks,
 // with vpmaddubsw + vpmaddwd when false (tests force it to cover CPUs without).
 void nvfp4_gemm_avx2(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y,
                      bool vnni);
+// For tests: panel `panel` of an in-place weight decoded into the large-M
+// kernels' buffer layout for `lanes` 8 (AVX2) or 16 (AVX-512), per 16-element
+// block 320 bytes: per vector h of `lanes` rows, 4 parts of 4·lanes bytes
+// (lane j: bytes 12 + 2·e2m1 of k = 16b + 4q .. + 3 of row lanes·h + j), then
+// the rows' block scales as f32. AVX2 instructions only (nvfp4_w4a4.avx2.cpp).
+void nvfp4_decode_panel_in_place(const Nvfp4Weights& w, int64_t panel, int lanes, uint8_t* out);
 // The AVX-VNNI variant (nvfp4_w4a4.avxvnni.cpp); nvfp4_gemm_avx2 calls it.
 void nvfp4_gemm_avx_vnni(const Nvfp4Activation& act, const Nvfp4Weights& w, const float* bias, float* y);
 

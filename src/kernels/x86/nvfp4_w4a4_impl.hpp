@@ -177,7 +177,7 @@ constexpr int8_t kWeightTable[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10,
 // (kLanes·4 bytes each) then kLanes f32 scales; 320 bytes per block.
 template <class V>
 struct Decoded {
-  static constexpr int64_t kVecBytes = 5 * 4 * V::kLanes;
+  static constexpr int64_t kVecBytes = 5 * 4 * V::kLanes;  // decode_panel_in_place repeats these
   static constexpr int64_t kBlockBytes = 320;
 };
 
@@ -566,10 +566,11 @@ void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
 // (part q of lane j = k 16b + 4q .. of row j). Scales: gemv_scale_quad per 8
 // rows and 4 blocks, put back in row order. Rows past n repeat row n - 1
 // (codes) or read the scale tile's padding; their outputs are never stored.
-template <class V>
+// L: the target's lanes (V::kLanes); only AVX2 instructions either way, so
+// nvfp4_decode_panel_in_place can test the AVX-512 layout on any AVX2 CPU.
+template <int L>
 void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
-  constexpr int L = V::kLanes;
-  constexpr int64_t kVec = Decoded<V>::kVecBytes, kBlock = Decoded<V>::kBlockBytes;
+  constexpr int64_t kVec = 20 * L, kBlock = 320;  // Decoded<V>'s sizes
   const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
   auto decode = [&](__m256i c) {  // c: the row's code bytes of blocks b, b + 1 in both lanes
     const __m256i hi = _mm256_srli_epi16(c, 4);
@@ -633,7 +634,7 @@ void large_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1)
       const int width = static_cast<int>(std::min<int64_t>(J, p1 - p));
       const uint8_t* src[J];
       for (int j = 0; j < width; ++j) {
-        if (w.in_place()) decode_panel_in_place<V>(w, p + j, base + j * panel_bytes);
+        if (w.in_place()) decode_panel_in_place<V::kLanes>(w, p + j, base + j * panel_bytes);
         else decode_panel<V>(w, p + j, base + j * panel_bytes);
         src[j] = base + j * panel_bytes;
       }
