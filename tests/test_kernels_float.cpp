@@ -250,8 +250,14 @@ TEST_P(Nvfp4Kernels, BlockDotIsExactForExtremeCodes) {
 TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
   MIXQ_KERNEL_PATH_OR_SKIP("nvfp4:in_place_panels", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
   const int64_t n = 300, k = 112;  // 7 blocks (a lone last one), rows in 3 scale tiles, a partial panel
-  const StoredNvfp4 w = make_nvfp4(n, k, 77);
+  StoredNvfp4 w = make_nvfp4(n, k, 77);
+  // Every E4M3 code but NaN as a block scale: subnormals, negatives, zeros.
+  for (size_t i = 0, code = 0; i < w.scales.size(); ++i, code = (code + 1) % 256) {
+    if ((code & 0x7F) == 0x7F) code = (code + 1) % 256;
+    w.scales[i] = static_cast<uint8_t>(code);
+  }
   const x86::Nvfp4Weights in_place = x86::nvfp4_in_place(w.codes.data(), w.rows, w.row_bytes, w.scales.data(), n, w.global);
+  ASSERT_TRUE(in_place.fast_ok);
   const int8_t table[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
   const int64_t blocks = k / 16;
   for (int lanes : {8, 16}) {
@@ -275,6 +281,17 @@ TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
         }
       }
     }
+  }
+  // The GEMV (M <= kNvfp4InPlaceGemvM) converts the same scales its own way.
+  for (int64_t m = 1; m <= x86::kNvfp4InPlaceGemvM; ++m) {
+    const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 78 + m, 1.0f);
+    std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -1.0f);
+    kernels::ref::nvfp4_w4a4(x.data(), m, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
+    x86::Nvfp4Activation act;
+    x86::nvfp4_quantize_avx2(x.data(), m, k, blocks, nullptr, std::nullopt, act);
+    x86::nvfp4_gemm_avx2(act, in_place, nullptr, got.data(), false);
+    SCOPED_TRACE(::testing::Message() << "M = " << m);
+    expect_bits_equal(want, got, "nvfp4 in-place GEMV, every scale code");
   }
 }
 

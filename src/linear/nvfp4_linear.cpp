@@ -1,7 +1,8 @@
 // NVFP4 layers (docs/FORMATS.md §3.2). W4A4 by default: the activation is
 // quantized to NVFP4 and the fast paths run exact int32 block dots (AVX-512
 // VNNI, or AVX2 with AVX-VNNI / vpmaddubsw; kernels/x86/nvfp4_w4a4.hpp), bit
-// identical to the reference. With full_precision_matrix_mult the weight is
+// identical to the reference, on the mapped file's codes and scales in place
+// (a layer built from a caller's buffers packs them). With full_precision_matrix_mult the weight is
 // dequantized: the reference runs x·Wᵀ in f32 over W = e2m1·(S·g), decoding
 // one row at a time; the fast paths keep the E2M1 nibbles and E4M3 block
 // scales in float-GEMM panels (kernels/x86/float_gemm.hpp: the stored bytes,

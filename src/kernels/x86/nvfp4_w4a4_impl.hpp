@@ -372,7 +372,7 @@ void decode_panel(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
 // code bytes, one ymm c) decode into two ymm: the low nibbles (odd k) and
 // the high nibbles (even k), each as bytes 12 + 2·e2m1 with 128-bit lane l
 // holding blocks b + 2l, b + 2l + 1 (8 bytes each). The activation is
-// reordered once per call to match (gemv_activation_order). The two 4-product
+// reordered once per call to match (gemv_activation). The two 4-product
 // dots give a row 8 int32: 2 partial sums of each of the 4 blocks; for 8
 // rows, sum_blocks moves them into one vector per block with a row per lane,
 // and the epilogue is the packed kernels' own (the same FMA per block, in
@@ -397,18 +397,28 @@ struct GemvDot<Avx2Vnni> {
 constexpr int64_t kGemvGroupBytes = 64;  // activation bytes per 4 blocks
 constexpr int64_t kGemvScaleAhead = 4;   // groups of 4 blocks the scale prefetch runs ahead
 
-// Per call: each 4 blocks of the activation (zero-padded to whole groups of
-// 4) as the codes at odd k of the 4 blocks (8 each, 32 bytes), then those
-// at even k.
-inline std::vector<int8_t> gemv_activation_order(const Nvfp4Activation& a) {
+// The activation as the GEMV reads it, made once per call: `codes` holds each
+// 4 blocks (zero-padded to whole groups of 4) as the codes at odd k of the 4
+// blocks (8 each, 32 bytes), then those at even k; `scale256` is S_x · 256
+// per (row, block), exact (S_x is an E4M3 value), the factor gemv_scales
+// leaves out of S_w.
+struct GemvActivation {
+  std::vector<int8_t> codes;
+  std::vector<float> scale256;
+};
+
+inline GemvActivation gemv_activation(const Nvfp4Activation& a) {
   const int64_t groups = (a.blocks + 3) / 4;
-  std::vector<int8_t> out(static_cast<size_t>(a.m * groups * kGemvGroupBytes), 0);
+  GemvActivation out;
+  out.codes.assign(static_cast<size_t>(a.m * groups * kGemvGroupBytes), 0);
+  out.scale256.resize(a.scale.size());
+  for (size_t i = 0; i < a.scale.size(); ++i) out.scale256[i] = a.scale[i] * 256.0f;
   const __m128i order = _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14);
   for (int64_t r = 0; r < a.m; ++r)
     for (int64_t b = 0; b < a.blocks; ++b) {
       const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.q.data() + (r * a.blocks + b) * 16));
       const __m128i v = _mm_shuffle_epi8(q, order);
-      int8_t* dst = out.data() + (r * groups + b / 4) * kGemvGroupBytes + (b % 4) * 8;
+      int8_t* dst = out.codes.data() + (r * groups + b / 4) * kGemvGroupBytes + (b % 4) * 8;
       _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), v);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 32), _mm_unpackhi_epi64(v, v));
     }
@@ -424,14 +434,29 @@ inline void sum_blocks(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i& 
   odd = _mm256_add_epi32(_mm256_unpacklo_epi64(hi01, hi23), _mm256_unpackhi_epi64(hi01, hi23));
 }
 
-// Lanes: byte `Byte` of each u32 of q (the rows' 4 swizzled scales of a
-// group of 4 blocks) as f32, decoded as raw_scales does.
-template <int Byte>
-inline __m256 gemv_scales(__m256i q) {
-  const __m256i c = _mm256_srli_epi32(q, 8 * Byte);
-  const __m256i mag = _mm256_srli_epi32(_mm256_slli_epi32(c, 25), 5);
-  const __m256i sign = _mm256_slli_epi32(_mm256_srli_epi32(c, 7), 31);
-  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
+// s[j] = the 8 rows' scales of block 4g + j (quad: gemv_scale_quad, lanes
+// rows 0, 2, 4, 6 | 1, 3, 5, 7) as f32, each exactly 1/256 of the E4M3
+// value: E4M3's sign, 4 exponent and 3 mantissa bits are an FP16's sign, low
+// 4 exponent bits and top 3 mantissa bits (FP16's bias is 15, not 7), for
+// subnormals too. So the code in a u16's high byte, shifted right by 1
+// (arithmetic) with bit 14 cleared, is the FP16 of value / 256; vcvtph2ps
+// widens it exactly.
+inline void gemv_scales(__m256i quad, __m256* s) {
+  // u16 slot i of a 128-bit lane: block j0 + i / 4 of the lane's row i % 4.
+  const __m256i blocks01 = _mm256_setr_epi8(-128, 0, -128, 4, -128, 8, -128, 12, -128, 1, -128, 5, -128, 9, -128, 13,
+                                            -128, 0, -128, 4, -128, 8, -128, 12, -128, 1, -128, 5, -128, 9, -128, 13);
+  const __m256i blocks23 = _mm256_setr_epi8(-128, 2, -128, 6, -128, 10, -128, 14, -128, 3, -128, 7, -128, 11, -128, 15,
+                                            -128, 2, -128, 6, -128, 10, -128, 14, -128, 3, -128, 7, -128, 11, -128, 15);
+  const __m256i clear14 = _mm256_set1_epi16(static_cast<int16_t>(0xBFFF));
+  auto halves = [&](__m256i ctl) {  // low 128 bits: block j0's 8 FP16s, high: j0 + 1's
+    const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_shuffle_epi8(quad, ctl), 1), clear14);
+    return _mm256_permute4x64_epi64(h, 0xD8);
+  };
+  const __m256i h01 = halves(blocks01), h23 = halves(blocks23);
+  s[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h01));
+  s[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h01, 1));
+  s[2] = _mm256_cvtph_ps(_mm256_castsi256_si128(h23));
+  s[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(h23, 1));
 }
 
 // The scales of 8 rows for a group of 4 blocks. The swizzled layout
@@ -472,17 +497,18 @@ inline const GemvScalePicks& gemv_scale_picks(int band) {
 // `i`. `scales`: the 128-byte span of the rows' swizzled scales of blocks
 // 0-3 (gemv_scale_quad); those of blocks 4g.. are 512·g further.
 template <class D>
-void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, int64_t i, int64_t r0,
+void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i, int64_t r0,
                 const uint8_t* rows, int64_t stride, const uint8_t* scales, const __m256i* pick) {
   const Nvfp4Activation& a = *job.act;
   const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
   const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
-  const int8_t* x = xo + i * groups * kGemvGroupBytes;
+  const int8_t* x = xo.codes.data() + i * groups * kGemvGroupBytes;
   __m256 acc = _mm256_setzero_ps();
+  // (S_w / 256)·(S_x·256) is S_w·S_x rounded once, as the packed kernels' S_w·S_x.
   auto finish = [&](int64_t b, __m256i d, __m256 sw) {
     const size_t at = static_cast<size_t>(i * blocks + b);
     const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
-    acc = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(a.scale[at])), acc);
+    acc = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(xo.scale256[at])), acc);
   };
   // Blocks 4g .. 4g + count - 1; `load(p)` reads a row's code bytes there.
   auto group = [&](int64_t g, int count, auto load) {
@@ -500,11 +526,13 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, in
     __m256i even_lo, odd_lo, even_hi, odd_hi;  // lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (as quad)
     sum_blocks(d[0], d[2], d[4], d[6], even_lo, odd_lo);
     sum_blocks(d[1], d[3], d[5], d[7], even_hi, odd_hi);
+    __m256 sw[4];
+    gemv_scales(quad, sw);
     const int64_t b = 4 * g;
-    finish(b, _mm256_permute2x128_si256(even_lo, even_hi, 0x20), gemv_scales<0>(quad));
-    if (count > 1) finish(b + 1, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x20), gemv_scales<1>(quad));
-    if (count > 2) finish(b + 2, _mm256_permute2x128_si256(even_lo, even_hi, 0x31), gemv_scales<2>(quad));
-    if (count > 3) finish(b + 3, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x31), gemv_scales<3>(quad));
+    finish(b, _mm256_permute2x128_si256(even_lo, even_hi, 0x20), sw[0]);
+    if (count > 1) finish(b + 1, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x20), sw[1]);
+    if (count > 2) finish(b + 2, _mm256_permute2x128_si256(even_lo, even_hi, 0x31), sw[2]);
+    if (count > 3) finish(b + 3, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x31), sw[3]);
   };
   // The next group's rows follow these in memory: fetch 256 of its bytes per
   // step (8 rows x 32), so they are in cache when it starts.
@@ -538,7 +566,7 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const int8_t* xo, in
 template <class V>
 void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
   using D = GemvDot<V>;
-  const std::vector<int8_t> xo = gemv_activation_order(*job.act);
+  const GemvActivation xo = gemv_activation(*job.act);
   const int64_t m = job.act->m;
   util::parallel_for((w.n + 7) / 8, 4, [&](int64_t g0, int64_t g1, int) {
     std::vector<uint8_t> tail;
@@ -554,7 +582,7 @@ void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
       const int band = static_cast<int>(r0 % 128 / 32);
       const GemvScalePicks& pick = gemv_scale_picks(band);
       for (int64_t i = 0; i < m; ++i)
-        gemv_group<D>(job, w, xo.data(), i, r0, rows, w.row_bytes, scales - 4 * band, pick.v);
+        gemv_group<D>(job, w, xo, i, r0, rows, w.row_bytes, scales - 4 * band, pick.v);
     }
   });
 }
@@ -608,11 +636,10 @@ void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
     uint8_t* out = dst + (j0 / L) * kVec + 16 * L + 4 * (j0 % L);
     for (int64_t b = 0; b < w.blocks; b += 4, span += 512) {
       const __m256i quad = _mm256_permutevar8x32_epi32(gemv_scale_quad(span, pick.v), row_order);
-      const int64_t left = w.blocks - b;
-      _mm256_storeu_ps(reinterpret_cast<float*>(out + b * kBlock), gemv_scales<0>(quad));
-      if (left > 1) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 1) * kBlock), gemv_scales<1>(quad));
-      if (left > 2) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 2) * kBlock), gemv_scales<2>(quad));
-      if (left > 3) _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + 3) * kBlock), gemv_scales<3>(quad));
+      __m256 sw[4];  // S_w / 256
+      gemv_scales(quad, sw);
+      for (int64_t j = 0; j < std::min<int64_t>(4, w.blocks - b); ++j)
+        _mm256_storeu_ps(reinterpret_cast<float*>(out + (b + j) * kBlock), _mm256_mul_ps(sw[j], _mm256_set1_ps(256.0f)));
     }
   }
 }
