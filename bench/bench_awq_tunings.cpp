@@ -29,6 +29,7 @@
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
+#include "support/variant_table.hpp"
 
 namespace {
 
@@ -120,15 +121,9 @@ int main(int argc, char** argv) try {
       });
       std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n,
                   copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
-      std::printf("%-44s %10s %10s %12s %11s %10s\n", "tuning", "time", "vs default", "stored GB/s",
-                  "of med. bw", "of best bw");
-      const double base = times[0];
-      for (size_t i = 0; i < tunings.size(); ++i) {
-        const double t = times[i];
-        std::printf("%-44s %8.3fms %9.3fx %12.1f %10.0f%% %9.0f%%\n", tunings[i].name, t * 1e3, t / base,
-                    stored / t / 1e9, 100 * stored / t / 1e9 / bw.median,
-                    100 * stored / t / 1e9 / bw.best);
-      }
+      std::vector<std::string> names;
+      for (const AwqTuning& t : tunings) names.push_back(t.name);
+      print_variant_table({"tuning", "vs default", 44}, names, times, stored, bw);
       std::fflush(stdout);
     }
   return 0;

@@ -31,6 +31,7 @@
 #include "support/int_tunings.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
+#include "support/variant_table.hpp"
 
 namespace {
 
@@ -141,19 +142,10 @@ int main(int argc, char** argv) try {
                     std::string(kernels[0][0]->name()).c_str(),
                     copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
         // Small M reads the weights from DRAM: bandwidth columns. Large M: GOPS.
-        const bool streams = copies > 1;
-        std::printf("%-50s %10s %10s", "tuning", "time", "vs default");
-        if (streams) std::printf(" %12s %11s %10s\n", "stored GB/s", "of med. bw", "of best bw");
-        else std::printf(" %9s\n", "int GOPS");
-        const double base = times[0];
-        for (size_t t = 0; t < tunings.size(); ++t) {
-          const double s = times[t];
-          std::printf("%-50s %8.3fms %9.3fx", tunings[t].name, s * 1e3, s / base);
-          if (streams)
-            std::printf(" %12.1f %10.0f%% %9.0f%%\n", stored / s / 1e9, 100 * stored / s / 1e9 / bw.median,
-                        100 * stored / s / 1e9 / bw.best);
-          else std::printf(" %9.0f\n", 2.0 * double(m) * double(n) * double(k) / s / 1e9);
-        }
+        std::vector<std::string> names;
+        for (const IntTuning& t : tunings) names.push_back(t.name);
+        print_variant_table({"tuning", "vs default", 50}, names, times, copies > 1 ? stored : 0, bw,
+                            2.0 * double(m) * double(n) * double(k));
         std::fflush(stdout);
       }
   return 0;

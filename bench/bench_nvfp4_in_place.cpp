@@ -28,6 +28,7 @@
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
+#include "support/variant_table.hpp"
 
 namespace {
 
@@ -104,18 +105,8 @@ int main(int argc, char** argv) try {
       });
       std::printf("\n# nvfp4 M=%ld K=%ld N=%ld, kernel %s%s\n", m, k, n, kernel,
                   copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
-      const bool streams = copies > 1;
-      std::printf("%-32s %10s %10s", "weights", "time", "vs packed");
-      if (streams) std::printf(" %12s %11s %10s\n", "stored GB/s", "of med. bw", "of best bw");
-      else std::printf(" %9s\n", "int GOPS");
-      for (size_t v = 0; v < 2; ++v) {
-        const double s = times[v];
-        std::printf("%-32s %8.3fms %9.3fx", names[v], s * 1e3, s / times[0]);
-        if (streams)
-          std::printf(" %12.1f %10.0f%% %9.0f%%\n", stored / s / 1e9, 100 * stored / s / 1e9 / bw.median,
-                      100 * stored / s / 1e9 / bw.best);
-        else std::printf(" %9.0f\n", 2.0 * double(m) * double(n) * double(k) / s / 1e9);
-      }
+      print_variant_table({"weights", "vs packed", 32}, {names[0], names[1]}, times, copies > 1 ? stored : 0, bw,
+                          2.0 * double(m) * double(n) * double(k));
       std::fflush(stdout);
     }
   return 0;
