@@ -21,7 +21,6 @@
 
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
-#include "kernels/stream_prefetch.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "support/awq_tunings.hpp"
@@ -48,8 +47,7 @@ Options parse(int argc, char** argv) {
         o.group = std::atol(value());
         return true;
       });
-  if (o.ms.empty()) o.ms = {1};
-  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  default_to_decode_shapes(o);
   for (auto [k, n] : o.shapes)
     if (o.group <= 0 || o.group % 2 != 0 || k % o.group != 0)
       mixq::fail("bench_awq_tunings: group {} must be even and divide K = {}", o.group, k);
@@ -86,17 +84,11 @@ int main(int argc, char** argv) try {
     std::printf("bench_awq_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
   }
-  const int rounds = o.quick ? 5 : 9;
-  const double min_s = o.quick ? 0.03 : 0.1;
-  std::printf("# %s\n", run_header().c_str());
-  set_threads(o.threads);
-  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, rounds);
-  std::printf("# %s tunings, %d threads, group %ld; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
-              "best %.1f GB/s, median %.1f\n",
-              isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2", o.threads, o.group,
-              mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median);
-  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call; >= %d calls in all)\n", rounds,
-              min_s, rounds);
+  const AlternatingRun run = start_alternating(
+      o, std::string(isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2") + " tunings, group " + std::to_string(o.group));
+  const int rounds = run.rounds;
+  const double min_s = run.min_seconds;
+  const mixq::kernels::Rate bw = run.bw;
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
       // Codes + BF16 scale and zero per (group, column): what the file stores

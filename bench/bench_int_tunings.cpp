@@ -24,7 +24,6 @@
 
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
-#include "kernels/stream_prefetch.hpp"
 #include "mixq/error.hpp"
 #include "support/args.hpp"
 #include "support/inputs.hpp"
@@ -83,8 +82,7 @@ std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, 
 
 int main(int argc, char** argv) try {
   BenchArgs o = parse_args("bench_int_tunings", argc, argv);
-  if (o.ms.empty()) o.ms = {1};
-  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  default_to_decode_shapes(o);
   const std::vector<std::string> formats = o.formats.empty() ? std::vector<std::string>{"int8_convrot"} : o.formats;
   for (const std::string& f : formats)
     if (f != "int8_convrot" && f != "convrot_w4a4")
@@ -100,16 +98,10 @@ int main(int argc, char** argv) try {
     std::printf("bench_int_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
   }
-  const int rounds = o.quick ? 5 : 9;  // >= 1 call per round: >= 5 calls per point
-  const double min_s = o.quick ? 0.03 : 0.1;
-  std::printf("# %s\n", run_header().c_str());
-  set_threads(o.threads);
-  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, rounds);
-  std::printf("# %s tunings, %d threads; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
-              "best %.1f GB/s, median %.1f\n",
-              isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2", o.threads,
-              mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median);
-  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call)\n", rounds, min_s);
+  const AlternatingRun run = start_alternating(o, isa == mixq::kernels::Isa::avx512 ? "avx512 tunings" : "avx2 tunings");
+  const int rounds = run.rounds;
+  const double min_s = run.min_seconds;
+  const mixq::kernels::Rate bw = run.bw;
   for (const std::string& format : formats)
     for (int64_t m : o.ms)
       for (auto [k, n] : o.shapes) {

@@ -20,7 +20,6 @@
 
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
-#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
 #include "numeric/swizzle.hpp"
@@ -58,8 +57,7 @@ std::unique_ptr<Layer> random_layer(int64_t k, int64_t n, uint32_t seed) {
 
 int main(int argc, char** argv) try {
   BenchArgs o = parse_args("bench_nvfp4_in_place", argc, argv);
-  if (o.ms.empty()) o.ms = {1};
-  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+  default_to_decode_shapes(o);
   for (auto [k, n] : o.shapes)
     if (k % 32 != 0) mixq::fail("bench_nvfp4_in_place: K = {} is not a multiple of 32", k);
   const bool avx512 = mixq::kernels::best_isa() == mixq::kernels::Isa::avx512 && x86::nvfp4_avx512_supported();
@@ -69,15 +67,10 @@ int main(int argc, char** argv) try {
   }
   const bool vnni = mixq::kernels::cpu_has_avx_vnni();
   const char* kernel = avx512 ? "avx512" : vnni ? "avx2_vnni" : "avx2";
-  const int rounds = o.quick ? 5 : 9;  // >= 1 call per round: >= 5 calls per point
-  const double min_s = o.quick ? 0.03 : 0.1;
-  std::printf("# %s\n", run_header().c_str());
-  set_threads(o.threads);
-  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, rounds);
-  std::printf("# nvfp4 %s, %d threads; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
-              "best %.1f GB/s, median %.1f\n",
-              kernel, o.threads, mixq::kernels::kStreamPrefetchBytes, bw.best, bw.median);
-  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call)\n", rounds, min_s);
+  const AlternatingRun run = start_alternating(o, std::string("nvfp4 ") + kernel);
+  const int rounds = run.rounds;
+  const double min_s = run.min_seconds;
+  const mixq::kernels::Rate bw = run.bw;
   const char* names[2] = {"packed panels (a copy)", "in place (the file's bytes)"};
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {

@@ -2,7 +2,31 @@
 
 #include <cstdio>
 
+#include "kernels/stream_prefetch.hpp"
+#include "support/run_info.hpp"
+#include "support/timing.hpp"
+
 namespace mixq::bench {
+
+void default_to_decode_shapes(BenchArgs& o) {
+  if (o.ms.empty()) o.ms = {1};
+  if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
+}
+
+AlternatingRun start_alternating(const BenchArgs& o, const std::string& what) {
+  AlternatingRun run;
+  run.rounds = o.quick ? 5 : 9;
+  run.min_seconds = o.quick ? 0.03 : 0.1;
+  std::printf("# %s\n", run_header().c_str());
+  set_threads(o.threads);
+  run.bw = read_bandwidth_gbs(o.threads, size_t(1) << 30, run.rounds);
+  std::printf("# %s, %d threads; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
+              "best %.1f GB/s, median %.1f\n",
+              what.c_str(), o.threads, kernels::kStreamPrefetchBytes, run.bw.best, run.bw.median);
+  std::printf("# time: median of %d alternating rounds (each >= %.2f s and >= 1 call; >= %d calls in all)\n",
+              run.rounds, run.min_seconds, run.rounds);
+  return run;
+}
 
 void print_variant_table(const VariantColumns& columns, const std::vector<std::string>& names,
                          const std::vector<double>& seconds, double stored_bytes, const Rate& bw, double ops,

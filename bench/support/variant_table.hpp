@@ -8,9 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "support/args.hpp"
 #include "support/calibrate.hpp"
 
 namespace mixq::bench {
+
+// M = 1 at issue 14 §2's three decode shapes (K=3072 N=12288, K=12288
+// N=3072, K=5376 N=21504), where the flags chose no M or shape.
+void default_to_decode_shapes(BenchArgs& o);
+
+// The start of an alternating-rounds benchmark: prints the run header, sets
+// the threads, calibrates the read bandwidth and prints it after `what` (the
+// variants' kernel, e.g. "avx2 tunings"), then the rounds line.
+struct AlternatingRun {
+  int rounds = 0;        // >= 1 call per round: >= 5 calls per point
+  double min_seconds = 0;  // per variant and round
+  Rate bw;
+};
+AlternatingRun start_alternating(const BenchArgs& o, const std::string& what);
 
 struct VariantColumns {
   const char* first;   // "tuning", "weights"
