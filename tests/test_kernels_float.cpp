@@ -589,7 +589,7 @@ TEST_P(FloatKernels, SixteenBitPanelsDecodeEveryPattern) {
 // c/2, bytes 2·(r%16) + c%2 (k-pair steps); padding is 0. Shapes cover whole
 // 16x16 blocks, a k tail, an odd K with pairs, and a partial last panel. Also
 // the NaN column list, with NaN codes inside a block and in the k tail.
-TEST(KernelsFloat, Fp8PanelLayoutIsByteExact) {
+TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
   using T = x86::PanelType;
   for (bool pairs : {false, true})
     for (int64_t n : {16, 37, 64})
@@ -612,6 +612,21 @@ TEST(KernelsFloat, Fp8PanelLayoutIsByteExact) {
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(p.data[i], want[i]) << "pairs " << pairs << " n=" << n << " k=" << k << " byte " << i;
         EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
+        // Read in place, every step range the GEMM packs (K chunks of any
+        // length, from any step) comes out as the same bytes.
+        const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k, pairs);
+        EXPECT_TRUE(in_place.data.empty());
+        EXPECT_EQ(in_place.nan_columns, nan_rows);
+        for (int64_t chunk : {int64_t{1}, int64_t{5}, p.steps})
+          for (int64_t panel = 0; panel < p.panels; ++panel)
+            for (int64_t s0 = 0; s0 < p.steps; s0 += chunk) {
+              const int64_t s1 = std::min(p.steps, s0 + chunk);
+              std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
+              x86::pack_panel_steps(in_place, panel, s0, s1, got.data());
+              ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
+                  << "in place: pairs " << pairs << " n=" << n << " k=" << k << " panel " << panel << " steps "
+                  << s0 << ".." << s1;
+            }
       }
 }
 

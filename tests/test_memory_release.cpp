@@ -102,8 +102,9 @@ const Layer& layer_of(const LayerSet& set, const std::string& prefix) {
 }
 
 TEST(MemoryRelease, LinearCreateDropsTheLayersFilePagesAndTheDataStaysReadable) {
-  // FP8 packs its weight (1 byte each, panels), so the file pages can go.
-  const fs::path path = write_checkpoint("release", "float8_e4m3fn", nlohmann::json::object());
+  // asym_w4a8 copies its codes and scales (decoded per tile in the GEMM), so
+  // the file pages can go.
+  const fs::path path = write_checkpoint("release", "asym_w4a8_int8", nlohmann::json::object());
   const Checkpoint c = Checkpoint::open(path.string());
   const LayerSet set = group_layers(c, collect_markers(c));
   const Layer& layer = layer_of(set, "blocks.1.attn");
@@ -153,17 +154,18 @@ TEST(MemoryRelease, LinearCreateDropsTheLayersFilePagesAndTheDataStaysReadable) 
   EXPECT_EQ(mapping_rss(mapping), now);
 }
 
-// A layer whose fast kernels read the weight from the mapping (INT8,
-// NVFP4): nothing is released, the Linear holds next to nothing itself, gives
-// the reference's results bit for bit (M = 1 and 5: both kernel shapes),
+// A layer whose fast kernels read the weight from the mapping (INT8, NVFP4,
+// FP8, MXFP8): nothing is released, the Linear holds next to nothing itself,
+// gives the packed kernels' results bit for bit (the same layer built from
+// views without a file, so packed; M = 1, 5 and 130: every kernel shape),
 // keeps the file mapped after the Checkpoint is gone, and reports a file
 // truncated under it.
 void expect_in_place_linear(const std::string& name, const std::string& format, const nlohmann::json& marker) {
   const fs::path path = write_checkpoint(name, format, marker);
-  const int64_t kRows[] = {1, 5};
-  std::vector<float> x(5 * 4096), want(5 * 256), got(5 * 256);
+  const int64_t kRows[] = {1, 5, 130};  // 130: past the float GEMM's 128-row chunk
+  std::vector<float> x(130 * 4096), want(130 * 256), got(130 * 256);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.29f * static_cast<float>(i));
-  std::unique_ptr<Linear> linear, reference;
+  std::unique_ptr<Linear> linear, packed;
   {
     const Checkpoint c = Checkpoint::open(path.string());
     const LayerSet set = group_layers(c, collect_markers(c));
@@ -176,15 +178,23 @@ void expect_in_place_linear(const std::string& name, const std::string& format, 
     EXPECT_EQ(mapping_rss(mapping), before) << "the weight's pages are its memory: none released";
     const int64_t weight_bytes = static_cast<int64_t>(layer.tensor("weight").data.size());
     ASSERT_TRUE(linear->packed_bytes().has_value());
-    EXPECT_LE(*linear->packed_bytes(), weight_bytes / 100) << "scales and bias only, not a copy";
-    reference = Linear::create(layer, LinearOptions{KernelChoice::reference});
+    // Scales and bias only, not a copy (MXFP8's block exponents, re-laid per
+    // panel, are 1/32 of its codes).
+    EXPECT_LE(*linear->packed_bytes(), weight_bytes / 20) << format;
+    Layer unmapped = layer;  // the same bytes, as a caller's buffer: packed
+    for (auto& [role, t] : unmapped.tensors) t.storage = nullptr;
+    LinearOptions keep;
+    keep.release_file_pages = false;
+    packed = Linear::create(unmapped, keep);
+    ASSERT_FALSE(packed->reads_file_in_place());
+    ASSERT_EQ(packed->kernel_name(), linear->kernel_name());
   }
   // The Checkpoint and the layer set are gone; the Linear still holds the file.
   for (int64_t m : kRows) {
-    reference->forward(x.data(), m, want.data());
+    packed->forward(x.data(), m, want.data());
     std::fill(got.begin(), got.end(), 0.0f);
     linear->forward(x.data(), m, got.data());
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), static_cast<size_t>(m * 256 * 4)), 0) << "M = " << m;
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), static_cast<size_t>(m * 256 * 4)), 0) << format << " M = " << m;
   }
   // Truncated under it: the forward reads zeros (SIGBUS guard) and says so.
   ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
@@ -194,6 +204,12 @@ void expect_in_place_linear(const std::string& name, const std::string& format, 
 TEST(MemoryRelease, AnInPlaceInt8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
   MIXQ_KERNEL_PATH_OR_SKIP("int_gemm:in_place_rows", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
   expect_in_place_linear("in-place-int8", "int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}});
+}
+
+TEST(MemoryRelease, AnInPlaceFp8LinearKeepsTheFileAndOutlivesTheCheckpoint) {
+  MIXQ_KERNEL_PATH_OR_SKIP("float_gemm:in_place", kernels::Isa::avx2, testing::missing_isa(kernels::Isa::avx2));
+  expect_in_place_linear("in-place-fp8", "float8_e4m3fn", nlohmann::json::object());
+  expect_in_place_linear("in-place-mxfp8", "mxfp8", nlohmann::json::object());
 }
 
 TEST(MemoryRelease, AnInPlaceNvfp4LinearKeepsTheFileAndOutlivesTheCheckpoint) {

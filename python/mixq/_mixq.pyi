@@ -77,8 +77,8 @@ class Linear:
     @property
     def in_place(self) -> bool:
         """True when forward reads the weight in place from the mapped file
-        (INT8, ConvRot W4A4, NVFP4 on AVX2 / AVX-512); the file stays mapped
-        while the Linear lives."""
+        (INT8, ConvRot W4A4, NVFP4, FP8, MXFP8 on AVX2 / AVX-512); the file
+        stays mapped while the Linear lives."""
     @property
     def stored_bytes(self) -> int:
         """Bytes of the layer's tensors as stored (this rank's share under tp):

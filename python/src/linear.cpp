@@ -202,8 +202,8 @@ void bind_linear(nb::module_& m) {
            "dequantize() raises mixq.Error.")
       .def_prop_ro("in_place", [](const PyLinear& s) { return s.linear->reads_file_in_place(); },
                    "True when forward reads the weight in place from the mapped checkpoint file\n"
-                   "(INT8, ConvRot W4A4 and NVFP4 on AVX2 / AVX-512) instead of a packed copy:\n"
-                   "the Linear keeps that file mapped while it lives.")
+                   "(INT8, ConvRot W4A4, NVFP4, FP8 and MXFP8 on AVX2 / AVX-512) instead of a\n"
+                   "packed copy: the Linear keeps that file mapped while it lives.")
       .def_prop_ro("stored_bytes", [](const PyLinear& s) { return s.stored_bytes; },
                    "Bytes of the layer's tensors as the checkpoint stores them (this rank's\n"
                    "share under tp): what an in_place Linear reads from the file.")

@@ -56,9 +56,9 @@ def test_properties(ckpt, prefix):
     assert isinstance(layer.kernel, str) and layer.kernel
     assert isinstance(layer.method, str) and layer.method
     assert prefix in repr(layer)
-    # INT8, ConvRot W4A4 and NVFP4 read their rows in place from the mapped
-    # file on the fast kernels; every other format packs a copy.
-    in_place_formats = ("int8_tensorwise", "convrot_w4a4", "nvfp4")
+    # INT8, ConvRot W4A4, NVFP4, FP8 and MXFP8 read their rows in place from
+    # the mapped file on the fast kernels; every other format packs a copy.
+    in_place_formats = ("int8_tensorwise", "convrot_w4a4", "nvfp4", "float8_e4m3fn", "float8_e5m2", "mxfp8")
     assert layer.in_place == (FORMATS[prefix] in in_place_formats and layer.kernel != "ref")
     assert layer.stored_bytes == header_bytes(ckpt.paths[0], prefix)
 

@@ -51,13 +51,17 @@ bool full_precision(const Layer& layer) {
 }
 
 FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n,
-                     int64_t k, bool f32_activations, const uint8_t* block_scales, bool release_rows)
+                     int64_t k, bool f32_activations, const uint8_t* block_scales, bool release_rows, bool in_place)
     : path_(path) {
   namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
   const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
   fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
   const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
+  if (in_place) {
+    panels_ = x86::float_panels_in_place(type, w, row_bytes, n, k, pairs, block_scales);
+    return;
+  }
   const auto* rows = static_cast<const std::byte*>(w);
   x86::RowsPacked rows_packed;
   if (release_rows)
@@ -98,6 +102,17 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   }
   util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
   (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(a.data(), w.k, m, w, alpha, bias, y);
+}
+
+void FloatLinear::hold_files(std::initializer_list<const TensorView*> tensors) {
+  for (const TensorView* t : tensors) {
+    if (!t->storage) fail("layer '{}': '{}' is read in place but lies in no mapped file", prefix_, t->name);
+    files_.push_back(t->storage);
+  }
+}
+
+void FloatLinear::check_files() const {
+  for (const auto& file : files_) file->check_intact();
 }
 
 void FloatLinear::check(const float* x, int64_t m, float* y) const {

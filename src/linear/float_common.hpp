@@ -3,6 +3,8 @@
 // MXFP8): reading a layer's small tensors safely (views may be unaligned) and
 // the common forward checks.
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,8 +49,12 @@ class FloatGemm {
   // `release_rows` (LinearOptions::release_file_pages): drops the file pages
   // of w's rows as they are packed, so that a large layer's packed copy and
   // its whole mapped weight are never resident together.
+  // `in_place` (FP8 / MXFP8 codes lying in a mapped file): nothing is
+  // packed at load; each K chunk of the rows is packed inside the GEMM
+  // (kernels::x86::float_panels_in_place), and w must outlive this.
   FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
-            bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false);
+            bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false,
+            bool in_place = false);
   bool ready() const { return path_ != FastPath::none; }
   // "avx512_bf16", "avx512_fma" or "avx2".
   std::string_view name() const {
@@ -81,8 +87,17 @@ class FloatLinear : public Linear {
   // The weight bytes this layer holds (packed panels or reference copies,
   // scales and bias included).
   virtual int64_t held_bytes() const = 0;
+  // A layer whose kernel reads tensors in place keeps their mapped files
+  // (Linear::reads_file_in_place) and, after each forward, reports a file
+  // truncated under it (its pages would read as zeros).
+  bool reads_file_in_place() const override { return !files_.empty(); }
+  void hold_files(std::initializer_list<const TensorView*> tensors);
+  void check_files() const;
   std::string prefix_;
   std::string kernel_;
+
+ private:
+  std::vector<std::shared_ptr<const MappedFile>> files_;
 };
 
 }  // namespace mixq::linear

@@ -2,8 +2,9 @@
 // ComfyUI semantics of docs/DISPATCH.md §2.3): the activation is quantized to the
 // weight's FP8 type with input_scale, or with scale 1.0 when the layer has
 // none; y = (Σ fp8·fp8)·(s_x·s_w) + b. The weight stays FP8 (1 byte per
-// weight): the fast paths repack the codes into panels and decode them in the
-// kernel (kernels/x86/float_gemm.hpp). On avx512 the measured faster
+// weight): the fast paths read the codes in place from a mapped file (or
+// repack a caller's buffer) into panels, a K chunk at a time, and decode
+// them in the kernel (kernels/x86/float_gemm.hpp). On avx512 the measured faster
 // instruction (kernels::float_dot) runs them: "avx512_bf16" produces the
 // quantized activation directly as bf16 values and runs vdpbf16ps with fp32
 // accumulation; "avx512_fma" (and "avx2") run f32 FMAs on the f32 quantized
@@ -42,7 +43,10 @@ class Fp8Linear final : public FloatLinear {
     full_precision_ = full_precision(layer);
     if (const FastPath path = fast_path(options); path != FastPath::none) {
       const auto type = dtype_ == DType::F8_E4M3 ? kernels::x86::PanelType::e4m3 : kernels::x86::PanelType::e5m2;
-      gemm_ = FloatGemm(path, type, codes, k, n, k, full_precision_, nullptr, options.release_file_pages);
+      // In a mapped checkpoint file the codes are read in place (no copy).
+      const bool in_place = weight.storage != nullptr;
+      gemm_ = FloatGemm(path, type, codes, k, n, k, full_precision_, nullptr, options.release_file_pages, in_place);
+      if (in_place) hold_files({&weight});
       kernel_ = gemm_.name();
     } else {
       codes_.assign(codes, codes + n * k);
@@ -67,6 +71,7 @@ class Fp8Linear final : public FloatLinear {
       const ActPrep prep = dtype_ == DType::F8_E4M3 ? ActPrep::e4m3 : ActPrep::e5m2;
       gemm_.run(x, m, k, prep, 1.0f / input_scale_, input_scale_ * weight_scale_, bias, y);
     }
+    check_files();
   }
 
  private:

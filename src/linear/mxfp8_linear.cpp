@@ -54,8 +54,13 @@ class Mxfp8Linear final : public FloatLinear {
       std::vector<uint8_t> linear(static_cast<size_t>(n * blocks));
       for (int64_t r = 0; r < n; ++r)
         for (int64_t b = 0; b < blocks; ++b) linear[r * blocks + b] = scales[swizzled_offset(r, b, blocks)];
+      // Codes in a mapped checkpoint file are read in place (the exponents,
+      // 1/32 of them, are copied into the panels' order).
+      const TensorView& weight = layer.tensor("weight");
+      const bool in_place = weight.storage != nullptr;
       gemm_ = FloatGemm(path, kernels::x86::PanelType::mxfp8, codes, cols_, n, cols_, full_precision_,
-                        linear.data(), options.release_file_pages);
+                        linear.data(), options.release_file_pages, in_place);
+      if (in_place) hold_files({&weight});
       kernel_ = gemm_.name();
       return;
     }
@@ -77,6 +82,7 @@ class Mxfp8Linear final : public FloatLinear {
       return;
     }
     gemm_.run(x, m, k, full_precision_ ? ActPrep::round : ActPrep::mxfp8, 1.0f, 1.0f, bias, y);
+    check_files();
   }
 
  private:

@@ -9,10 +9,8 @@
 // 0.5625 per weight), decode e2m1·S in registers and apply g in the
 // epilogue; x stays f32 (avx512 runs its f32-FMA core for these layers, avx2
 // its only core), so they differ from the reference by summation order only.
-#include <memory>
 #include <optional>
 
-#include "io/mapped_file.hpp"
 #include "kernels/cpu.hpp"
 #include "kernels/ref/float_ref.hpp"
 #include "kernels/x86/float_gemm.hpp"
@@ -65,7 +63,7 @@ class Nvfp4Linear final : public FloatLinear {
       const TensorView& scale_view = layer.tensor("weight_scale");
       if (weight.storage && scale_view.storage) {
         packed_ = kernels::x86::nvfp4_in_place(codes, rows_, row_bytes_, scales, n, global_);
-        if (packed_.fast_ok) storage_ = {weight.storage, scale_view.storage};
+        if (packed_.fast_ok) hold_files({&weight, &scale_view});
       } else {
         packed_ = kernels::x86::nvfp4_pack(codes, rows_, row_bytes_, scales, n, global_);
       }
@@ -121,11 +119,8 @@ class Nvfp4Linear final : public FloatLinear {
       kernels::x86::nvfp4_gemm_avx512(act, packed_, bias, y);
     else
       kernels::x86::nvfp4_gemm_avx2(act, packed_, bias, y, vnni_);
-    // A file truncated under the mapping reads as zeros: report it.
-    for (const auto& file : storage_) file->check_intact();
+    check_files();
   }
-
-  bool reads_file_in_place() const override { return !storage_.empty(); }
 
  private:
   // The fast full-precision path: E2M1 nibbles and row-major block scales in
@@ -152,8 +147,7 @@ class Nvfp4Linear final : public FloatLinear {
   std::vector<float> pre_quant_scale_, bias_;
   bool full_precision_ = false;
   std::vector<uint8_t> codes_, scales_;  // reference copies
-  kernels::x86::Nvfp4Weights packed_;  // packed, or the file's bytes in place
-  std::vector<std::shared_ptr<const MappedFile>> storage_;  // held while packed_ reads them in place
+  kernels::x86::Nvfp4Weights packed_;  // packed, or the file's bytes in place (hold_files)
   FastPath w4a4_ = FastPath::none;  // which W4A4 kernel runs packed_
   bool vnni_ = false;               // AVX2 kernel: AVX-VNNI block dots
   FloatGemm gemm_;                  // full-precision fast path

@@ -1,8 +1,10 @@
 #pragma once
 // Dense GEMM cores for the float family on x86: y = alpha·(A·Wᵀ) + bias with
 // fp32 accumulation. The weight stays in the element type it was stored in
-// (PanelType), repacked once into panels of 16 output columns, and is decoded
-// to f32 (or bf16) in registers inside the kernel:
+// (PanelType), repacked once into panels of 16 output columns (or, read in
+// place from a mapped file, each K chunk of panels packed per thread inside
+// the GEMM: float_panels_in_place), and is decoded to f32 (or bf16) in
+// registers inside the kernel:
 //  - f32, bf16, f16: unquantized layers (4 or 2 bytes per weight, as stored);
 //  - e4m3, e5m2: FP8 codes (1 byte per weight);
 //  - mxfp8: E4M3 codes plus the E8M0 scale of each 32-block of k (16 bytes per
@@ -47,6 +49,11 @@ struct FloatPanels {
   std::vector<uint8_t> data;    // panels · steps · row_bytes()
   std::vector<uint8_t> scales;  // mxfp8 / nvfp4: panels · blocks · 16 scale bytes
   std::vector<int64_t> nan_columns;  // columns holding an E4M3 NaN code (weight or block scale)
+  // In place (float_panels_in_place): `data` stays empty and the kernels pack
+  // each chunk of panel rows from the stored rows just before use.
+  const uint8_t* rows = nullptr;  // row r at rows + r · rows_stride
+  int64_t rows_stride = 0;
+  bool in_place() const { return rows != nullptr; }
 
   // Bytes of one panel row: 16 elements (32 for pairs).
   int64_t row_bytes() const;
@@ -67,6 +74,15 @@ struct FloatPanels {
 using RowsPacked = std::function<void(int64_t row_begin, int64_t row_end)>;
 FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
                         const uint8_t* block_scales = nullptr, const RowsPacked& rows_packed = {});
+
+// The same weight read in place (FP8 and MXFP8 codes only): nothing is
+// copied but the MXFP8 block scales (1/32 of the codes); the bytes must
+// outlive the result. Reads every E4M3 code once (the NaN columns).
+FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+                                  const uint8_t* block_scales = nullptr);
+// Steps [s0, s1) of panel `panel` of an in-place weight, packed as pack_panels
+// lays them out, into dst ((s1 - s0) · row_bytes() bytes).
+void pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 
 // FMA cores: a is f32 [m, lda] (lda >= w.k; non-pairs panels). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products

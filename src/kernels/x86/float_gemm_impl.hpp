@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/simd_traits.hpp"
@@ -203,7 +204,19 @@ struct Job {
   float alpha;
   const float* bias;
   float* y;
+  // In place (FloatPanels::in_place): the thread's packed chunk, panels
+  // chunk_p0.. with chunk_steps steps each from the current K chunk's s0.
+  const uint8_t* chunk = nullptr;
+  int64_t chunk_p0 = 0, chunk_steps = 0;
 };
+
+// Panel p's row of step s0 (K chunk [s0, ..)): in the packed panels, or in
+// the thread's chunk.
+inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
+  const FloatPanels& w = *job.w;
+  if (job.chunk) return job.chunk + (p - job.chunk_p0) * job.chunk_steps * w.row_bytes();
+  return w.data.data() + (p * w.steps + s0) * w.row_bytes();
+}
 
 // One panel row of type T at p as kVP f32 vectors.
 template <class V, PanelType T>
@@ -238,7 +251,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
       acc[i][h] = first ? V::zero() : V::loadz(mask[h], job.y + (m0 + i) * n + p * 16 + h * L);
   const uint8_t* b[J];
   MIXQ_UNROLL
-  for (int j = 0; j < J; ++j) b[j] = w.data.data() + (p + j) * w.steps * row;
+  for (int j = 0; j < J; ++j) b[j] = panel_from(job, p + j, s0);  // step s at b[j] + (s - s0)·row
   // MXFP8: the block scales of the current 32-block, per column (dot: per
   // element of a k-pair row).
   [[maybe_unused]] alignas(64) float sc[kMx ? J * 16 * (C == Core::dot ? 2 : 1) : 1];
@@ -270,7 +283,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         if constexpr (NV <= MR) {
           F wv[NV];
           MIXQ_UNROLL
-          for (int j = 0; j < J; ++j) decode_row<V, T>(b[j] + s * row, wv + j * VP);
+          for (int j = 0; j < J; ++j) decode_row<V, T>(b[j] + (s - s0) * row, wv + j * VP);
           if constexpr (kMx) {
             MIXQ_UNROLL
             for (int h = 0; h < NV; ++h) wv[h] = V::mul(wv[h], V::load(sc + h * L));
@@ -288,7 +301,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
           MIXQ_UNROLL
           for (int j = 0; j < J; ++j) {
             F wv[VP];
-            decode_row<V, T>(b[j] + s * row, wv);
+            decode_row<V, T>(b[j] + (s - s0) * row, wv);
             MIXQ_UNROLL
             for (int q = 0; q < VP; ++q) {
               if constexpr (kMx) wv[q] = V::mul(wv[q], V::load(sc + (j * VP + q) * L));
@@ -307,7 +320,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         for (int j = 0; j < J; ++j) {
           const float* scale = nullptr;
           if constexpr (kMx) scale = sc + j * 32;
-          wv[j] = FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b[j] + s * row, scale);
+          wv[j] = FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b[j] + (s - s0) * row, scale);
         }
         MIXQ_UNROLL
         for (int i = 0; i < MR; ++i)
@@ -355,24 +368,52 @@ void tail_rows(const Job& job, int64_t m0, int64_t rows, int64_t p0, int64_t p1,
   }
 }
 
+// Every row against panels [p0, p1) over steps [s0, s1), in row chunks.
 template <class V, Core C, PanelType T>
-void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
   using Tile = FloatTile<V::kLanes>;
   constexpr int MR = Tile::kMR;
   constexpr int J = Tile::panels_for(MR);
-  const int64_t steps = job.w->steps;
+  for (int64_t mc = 0; mc < m; mc += Tile::kRowChunk) {
+    const int64_t mend = std::min(m, mc + Tile::kRowChunk);
+    const int64_t full = mc + (mend - mc) / MR * MR;
+    int64_t p = p0;
+    for (; p + J <= p1; p += J)
+      for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
+    for (; p < p1; ++p)
+      for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
+    tail_rows<V, C, T, MR - 1>(job, full, mend - full, p0, p1, s0, s1, first, last);
+  }
+}
+
+// A thread's panels [p0, p1). In place, each K chunk of them is packed into a
+// per-thread buffer first (pack_panel_steps): with at most one row chunk,
+// one M = 1 tile's panels at a time (packed, then used from L1); with more
+// rows, all of the thread's panels once per K chunk, then the row chunks.
+template <class V, Core C, PanelType T>
+void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+  using Tile = FloatTile<V::kLanes>;
+  const FloatPanels& w = *job.w;
+  const int64_t steps = w.steps;
   for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tile::kStepChunk) {
     const int64_t s1 = std::min(steps, s0 + Tile::kStepChunk);
     const bool first = s0 == 0, last = s1 == steps;
-    for (int64_t mc = 0; mc < m; mc += Tile::kRowChunk) {
-      const int64_t mend = std::min(m, mc + Tile::kRowChunk);
-      const int64_t full = mc + (mend - mc) / MR * MR;
-      int64_t p = p0;
-      for (; p + J <= p1; p += J)
-        for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
-      for (; p < p1; ++p)
-        for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
-      tail_rows<V, C, T, MR - 1>(job, full, mend - full, p0, p1, s0, s1, first, last);
+    if (!w.in_place()) {
+      row_chunks<V, C, T>(job, m, p0, p1, s0, s1, first, last);
+    } else {
+      const int64_t group = m <= Tile::kRowChunk ? Tile::panels_for(1) : p1 - p0;
+      const int64_t panel_bytes = (s1 - s0) * w.row_bytes();
+      thread_local std::vector<uint8_t> chunk;
+      if (chunk.size() < static_cast<size_t>(group * panel_bytes)) chunk.resize(static_cast<size_t>(group * panel_bytes));
+      Job local = job;
+      local.chunk = chunk.data();
+      local.chunk_steps = s1 - s0;
+      for (int64_t p = p0; p < p1; p += group) {
+        const int64_t end = std::min(p1, p + group);
+        for (int64_t q = p; q < end; ++q) pack_panel_steps(w, q, s0, s1, chunk.data() + (q - p) * panel_bytes);
+        local.chunk_p0 = p;
+        row_chunks<V, C, T>(local, m, p, end, s0, s1, first, last);
+      }
     }
     if (steps == 0) break;
   }

@@ -99,8 +99,11 @@ int64_t FloatPanels::row_bytes() const {
   return type == PanelType::nvfp4 ? 8 : 16 * (pairs ? 2 : 1) * elem_bytes(type);
 }
 
-FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
-                        const uint8_t* block_scales, const RowsPacked& rows_packed) {
+namespace {
+
+// Checks the arguments and fills everything but the data, scales and NaN list.
+FloatPanels describe(PanelType type, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+                     const uint8_t* block_scales) {
   if (pairs && !is_fp8(type)) fail("float gemm: k-pair panels hold FP8 codes only");
   const int64_t block = block_of(type);
   if (block && (k % block != 0 || block_scales == nullptr))
@@ -117,6 +120,29 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   p.steps = pairs ? (k + 1) / 2 : k;
   p.panels = (n + 15) / 16;
   p.blocks = block ? k / block : 0;
+  return p;
+}
+
+// MXFP8 / NVFP4: the block scales per panel and block, 16 columns each.
+void pack_block_scales(FloatPanels& p, const uint8_t* block_scales) {
+  if (!p.blocks) return;
+  p.scales.assign(static_cast<size_t>(p.panels * p.blocks * 16), 0u);
+  for (int64_t r = 0; r < p.n; ++r)
+    for (int64_t b = 0; b < p.blocks; ++b)
+      p.scales[static_cast<size_t>(((r / 16) * p.blocks + b) * 16 + r % 16)] = block_scales[r * p.blocks + b];
+}
+
+void list_nan_columns(FloatPanels& p, const std::vector<char>& nan) {
+  for (int64_t r = 0; r < static_cast<int64_t>(nan.size()); ++r)
+    if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
+}
+
+}  // namespace
+
+FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+                        const uint8_t* block_scales, const RowsPacked& rows_packed) {
+  FloatPanels p = describe(type, row_bytes, n, k, pairs, block_scales);
+  const int eb = elem_bytes(type);
   const int64_t row = p.row_bytes();
   p.data.assign(static_cast<size_t>(p.panels * p.steps * row), 0u);
   const auto* src = static_cast<const uint8_t*>(w);
@@ -166,15 +192,46 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
       }
     }
   });
-  if (block) {
-    p.scales.assign(static_cast<size_t>(p.panels * p.blocks * 16), 0u);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t b = 0; b < p.blocks; ++b)
-        p.scales[static_cast<size_t>(((r / 16) * p.blocks + b) * 16 + r % 16)] = block_scales[r * p.blocks + b];
-  }
-  for (int64_t r = 0; r < static_cast<int64_t>(nan.size()); ++r)
-    if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
+  pack_block_scales(p, block_scales);
+  list_nan_columns(p, nan);
   return p;
+}
+
+FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+                                  const uint8_t* block_scales) {
+  if (!is_fp8(type)) fail("float gemm: only FP8 and MXFP8 codes are read in place");
+  FloatPanels p = describe(type, row_bytes, n, k, pairs, block_scales);
+  p.rows = static_cast<const uint8_t*>(w);
+  p.rows_stride = row_bytes;
+  if (type != PanelType::e5m2) {  // E4M3 codes: the NaN columns, one read of the weight
+    std::vector<char> nan(static_cast<size_t>(n), 0);
+    util::parallel_for(n, 16, [&](int64_t begin, int64_t end, int) {
+      for (int64_t r = begin; r < end; ++r) nan[static_cast<size_t>(r)] = has_e4m3_nan(p.rows + r * row_bytes, k);
+    });
+    list_nan_columns(p, nan);
+  }
+  pack_block_scales(p, block_scales);
+  return p;
+}
+
+void pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  const int64_t row = w.row_bytes(), stride = w.rows_stride;
+  // Columns [c0, c1) of the rows: steps s0.. are k (or k-pairs) s0..
+  const int64_t c0 = w.pairs ? 2 * s0 : s0, c1 = std::min(w.k, w.pairs ? 2 * s1 : s1);
+  auto put = [&](int64_t j, int64_t c, uint8_t code) {
+    dst[w.pairs ? ((c - c0) / 2) * row + 2 * j + (c % 2) : (c - c0) * row + j] = code;
+  };
+  if (panel * 16 + 16 <= w.n) {  // a full panel: 16x16 blocks, then the k tail
+    const uint8_t* src = w.rows + panel * 16 * stride + c0;
+    if (w.pairs && (c1 - c0) % 2 != 0) std::memset(dst + ((c1 - c0) / 2) * row, 0, static_cast<size_t>(row));
+    const int64_t done = c0 + pack_bytes_panel(src, stride, c1 - c0, w.pairs, row, dst);
+    for (int64_t j = 0; j < 16; ++j)
+      for (int64_t c = done; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
+    return;
+  }
+  std::memset(dst, 0, static_cast<size_t>((s1 - s0) * row));  // columns past n stay 0
+  for (int64_t j = 0; panel * 16 + j < w.n; ++j)
+    for (int64_t c = c0; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
 }
 
 }  // namespace mixq::kernels::x86
