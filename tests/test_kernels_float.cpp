@@ -516,7 +516,8 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
 // code c at k = 0 (for mxfp8 with the block exponents below, the rest of the
 // 32-block zero), times x = 1 at k = 0: y[c] = 0 + 1·decode(c), which is the
 // reference decoder's value (-0 becomes +0 in any sum, NaN codes give NaN,
-// E5M2 inf codes inf). Also checks alpha and the NaN-column fix on both cores.
+// E5M2 inf codes inf). Also checks alpha and the NaN-column fix on both cores,
+// packed and read in place (NaN codes found while the GEMM packs).
 TEST_P(FloatKernels, DecodedWeightsAreExactForEveryCode) {
   using T = x86::PanelType;
   for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
@@ -530,8 +531,11 @@ TEST_P(FloatKernels, DecodedWeightsAreExactForEveryCode) {
       const int64_t n = 256, k = type == T::mxfp8 ? 32 : 1;
       std::vector<uint8_t> codes(static_cast<size_t>(n * k), 0), scales(static_cast<size_t>(n), e);
       for (int64_t c = 0; c < n; ++c) codes[c * k] = static_cast<uint8_t>(c);
-      const x86::FloatPanels panels =
-          x86::pack_panels(type, codes.data(), k, n, k, avx512(), type == T::mxfp8 ? scales.data() : nullptr);
+      for (bool in_place : {false, true}) {
+      const uint8_t* block_scales = type == T::mxfp8 ? scales.data() : nullptr;
+      const x86::FloatPanels panels = in_place
+                                          ? x86::float_panels_in_place(type, codes.data(), k, n, k, avx512(), block_scales)
+                                          : x86::pack_panels(type, codes.data(), k, n, k, avx512(), block_scales);
       std::vector<float> x(static_cast<size_t>(k), 0.0f), got(static_cast<size_t>(n), -1.0f);
       x[0] = 1.0f;
       for (float alpha : {1.0f, 0.5f}) {
@@ -548,13 +552,15 @@ TEST_P(FloatKernels, DecodedWeightsAreExactForEveryCode) {
           if (type == T::mxfp8) w *= e8m0_to_f32(e);
           const float want = (0.0f + 1.0f * w) * alpha;
           if (std::isnan(want)) {
-            EXPECT_TRUE(std::isnan(got[c])) << type_name(type) << " code " << c << " e " << int(e);
+            EXPECT_TRUE(std::isnan(got[c])) << type_name(type) << " code " << c << " e " << int(e) << " in place "
+                                            << in_place;
           } else {
             ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(want))
-                << type_name(type) << " code " << c << " e " << int(e) << " alpha " << alpha << ": want " << want
-                << ", got " << got[c];
+                << type_name(type) << " code " << c << " e " << int(e) << " alpha " << alpha << " in place "
+                << in_place << ": want " << want << ", got " << got[c];
           }
         }
+      }
       }
     }
   }
@@ -614,19 +620,26 @@ TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
         EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
         // Read in place, every step range the GEMM packs (K chunks of any
         // length, from any step) comes out as the same bytes.
+        // The NaN rows come back from the chunks that hold them.
         const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k, pairs);
         EXPECT_TRUE(in_place.data.empty());
-        EXPECT_EQ(in_place.nan_columns, nan_rows);
-        for (int64_t chunk : {int64_t{1}, int64_t{5}, p.steps})
+        EXPECT_TRUE(in_place.nan_columns.empty());
+        for (int64_t chunk : {int64_t{1}, int64_t{5}, p.steps}) {
+          std::vector<int64_t> found;
           for (int64_t panel = 0; panel < p.panels; ++panel)
             for (int64_t s0 = 0; s0 < p.steps; s0 += chunk) {
               const int64_t s1 = std::min(p.steps, s0 + chunk);
               std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
-              x86::pack_panel_steps(in_place, panel, s0, s1, got.data());
+              const uint32_t nan = x86::pack_panel_steps(in_place, panel, s0, s1, got.data());
+              for (int64_t j = 0; j < 16; ++j)
+                if (nan >> j & 1u) found.push_back(panel * 16 + j);
               ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
                   << "in place: pairs " << pairs << " n=" << n << " k=" << k << " panel " << panel << " steps "
                   << s0 << ".." << s1;
             }
+          EXPECT_EQ(found, nan_rows) << "in place, chunks of " << chunk << ": pairs " << pairs << " n=" << n
+                                     << " k=" << k;
+        }
       }
 }
 

@@ -76,13 +76,15 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
                         const uint8_t* block_scales = nullptr, const RowsPacked& rows_packed = {});
 
 // The same weight read in place (FP8 and MXFP8 codes only): nothing is
-// copied but the MXFP8 block scales (1/32 of the codes); the bytes must
-// outlive the result. Reads every E4M3 code once (the NaN columns).
+// copied but the MXFP8 block scales (1/32 of the codes), and no code is read
+// (nan_columns stays empty: the GEMM finds NaN codes as it packs); the bytes
+// must outlive the result.
 FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
                                   const uint8_t* block_scales = nullptr);
 // Steps [s0, s1) of panel `panel` of an in-place weight, packed as pack_panels
-// lays them out, into dst ((s1 - s0) · row_bytes() bytes).
-void pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
+// lays them out, into dst ((s1 - s0) · row_bytes() bytes). Returns the rows
+// (bit j: row 16·panel + j) whose E4M3 codes there hold a NaN.
+uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 
 // FMA cores: a is f32 [m, lda] (lda >= w.k; non-pairs panels). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products

@@ -208,6 +208,7 @@ struct Job {
   // chunk_p0.. with chunk_steps steps each from the current K chunk's s0.
   const uint8_t* chunk = nullptr;
   int64_t chunk_p0 = 0, chunk_steps = 0;
+  std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
 };
 
 // Panel p's row of step s0 (K chunk [s0, ..)): in the packed panels, or in
@@ -386,36 +387,48 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   }
 }
 
-// A thread's panels [p0, p1). In place, each K chunk of them is packed into a
+// A thread's panels [p0, p1) over K chunks of kStepChunk steps, in k order
+// for every output. In place, each K chunk of panels is packed into a
 // per-thread buffer first (pack_panel_steps): with at most one row chunk,
-// one M = 1 tile's panels at a time (packed, then used from L1); with more
-// rows, all of the thread's panels once per K chunk, then the row chunks.
+// one M = 1 tile's panels at a time, walking their rows' K chunks in order
+// (each row read front to back, packed, then used from L1); with more rows,
+// all of the thread's panels once per K chunk, then the row chunks.
 template <class V, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   using Tile = FloatTile<V::kLanes>;
   const FloatPanels& w = *job.w;
   const int64_t steps = w.steps;
-  for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tile::kStepChunk) {
-    const int64_t s1 = std::min(steps, s0 + Tile::kStepChunk);
-    const bool first = s0 == 0, last = s1 == steps;
-    if (!w.in_place()) {
-      row_chunks<V, C, T>(job, m, p0, p1, s0, s1, first, last);
-    } else {
-      const int64_t group = m <= Tile::kRowChunk ? Tile::panels_for(1) : p1 - p0;
-      const int64_t panel_bytes = (s1 - s0) * w.row_bytes();
-      thread_local std::vector<uint8_t> chunk;
-      if (chunk.size() < static_cast<size_t>(group * panel_bytes)) chunk.resize(static_cast<size_t>(group * panel_bytes));
-      Job local = job;
-      local.chunk = chunk.data();
-      local.chunk_steps = s1 - s0;
-      for (int64_t p = p0; p < p1; p += group) {
-        const int64_t end = std::min(p1, p + group);
-        for (int64_t q = p; q < end; ++q) pack_panel_steps(w, q, s0, s1, chunk.data() + (q - p) * panel_bytes);
-        local.chunk_p0 = p;
-        row_chunks<V, C, T>(local, m, p, end, s0, s1, first, last);
-      }
+  auto k_chunks = [&](auto&& body) {
+    for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tile::kStepChunk) {
+      const int64_t s1 = std::min(steps, s0 + Tile::kStepChunk);
+      body(s0, s1, s0 == 0, s1 == steps);
+      if (steps == 0) break;
     }
-    if (steps == 0) break;
+  };
+  if (!w.in_place()) {
+    k_chunks([&](int64_t s0, int64_t s1, bool first, bool last) {
+      row_chunks<V, C, T>(job, m, p0, p1, s0, s1, first, last);
+    });
+    return;
+  }
+  const int64_t group = m <= Tile::kRowChunk ? Tile::panels_for(1) : p1 - p0;
+  const int64_t chunk_bytes = std::min(steps, Tile::kStepChunk) * w.row_bytes();
+  thread_local std::vector<uint8_t> chunk;
+  if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
+  Job local = job;
+  local.chunk = chunk.data();
+  for (int64_t p = p0; p < p1; p += group) {
+    const int64_t end = std::min(p1, p + group);
+    local.chunk_p0 = p;
+    k_chunks([&](int64_t s0, int64_t s1, bool first, bool last) {
+      local.chunk_steps = s1 - s0;
+      for (int64_t q = p; q < end; ++q) {
+        const uint32_t nan_rows = pack_panel_steps(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes());
+        for (int j = 0; j < 16; ++j)
+          if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
+      }
+      row_chunks<V, C, T>(local, m, p, end, s0, s1, first, last);
+    });
   }
 }
 
@@ -429,29 +442,38 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
   // E4M3 codes (and NVFP4's E4M3 block scales) decode to value·2^-8
   // (float_gemm.hpp): the 2^8 goes to alpha.
   const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8 || w.type == PanelType::nvfp4;
-  const Job job{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
-  util::parallel_for(w.panels, FloatTile<V::kLanes>::kGrain, [&](int64_t p0, int64_t p1, int) {
-    if constexpr (C == Core::dot) {
-      switch (w.type) {
-        case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
-        case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
-        default: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
-      }
-    } else {
-      switch (w.type) {
-        case PanelType::f32: run<V, C, PanelType::f32>(job, m, p0, p1); break;
-        case PanelType::bf16: run<V, C, PanelType::bf16>(job, m, p0, p1); break;
-        case PanelType::f16: run<V, C, PanelType::f16>(job, m, p0, p1); break;
-        case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
-        case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
-        case PanelType::mxfp8: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
-        case PanelType::nvfp4: run<V, C, PanelType::nvfp4>(job, m, p0, p1); break;
-      }
-    }
-  });
+  const Job shared{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
+  std::vector<std::vector<int64_t>> found;  // in place: NaN columns found by each thread
+  util::parallel_for(
+      w.panels, FloatTile<V::kLanes>::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
+      [&](int64_t p0, int64_t p1, int thread) {
+        Job job = shared;
+        job.nan_columns = &found[static_cast<size_t>(thread)];
+        if constexpr (C == Core::dot) {
+          switch (w.type) {
+            case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
+            case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
+            default: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
+          }
+        } else {
+          switch (w.type) {
+            case PanelType::f32: run<V, C, PanelType::f32>(job, m, p0, p1); break;
+            case PanelType::bf16: run<V, C, PanelType::bf16>(job, m, p0, p1); break;
+            case PanelType::f16: run<V, C, PanelType::f16>(job, m, p0, p1); break;
+            case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
+            case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
+            case PanelType::mxfp8: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
+            case PanelType::nvfp4: run<V, C, PanelType::nvfp4>(job, m, p0, p1); break;
+          }
+        }
+      });
   // A NaN weight code makes its whole output column NaN.
-  for (const int64_t c : w.nan_columns)
+  auto set_nan = [&](int64_t c) {
     for (int64_t r = 0; r < m; ++r) y[r * w.n + c] = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (const int64_t c : w.nan_columns) set_nan(c);
+  for (const std::vector<int64_t>& columns : found)
+    for (const int64_t c : columns) set_nan(c);
 }
 
 // ---- activation preparation ----

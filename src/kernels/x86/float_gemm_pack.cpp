@@ -69,14 +69,18 @@ inline void transpose_pairs_16x8(__m128i x[16]) {
 }
 
 // One full panel (16 rows) of 1-byte elements, 16 k at a time; returns the
-// first k not done.
-int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool pairs, int64_t row, uint8_t* dst) {
+// first k not done. With `nan_rows`, bit r is set for a row r whose codes
+// here hold an E4M3 NaN.
+int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool pairs, int64_t row, uint8_t* dst,
+                         uint32_t* nan_rows = nullptr) {
+  const __m128i nan = _mm_set1_epi8(0x7F);
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
     __m128i x[16];
     for (int r = 0; r < 16; ++r) {
       const int slot = pairs ? ((r & 7) << 1) | (r >> 3) : r;
       x[slot] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * row_bytes + c));
+      if (nan_rows && _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(x[slot], nan), nan)) != 0) *nan_rows |= 1u << r;
     }
     if (pairs) {  // step c/2 + s: 32 bytes, rows 0-7 then rows 8-15
       transpose_pairs_16x8(x);
@@ -203,35 +207,37 @@ FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_byt
   FloatPanels p = describe(type, row_bytes, n, k, pairs, block_scales);
   p.rows = static_cast<const uint8_t*>(w);
   p.rows_stride = row_bytes;
-  if (type != PanelType::e5m2) {  // E4M3 codes: the NaN columns, one read of the weight
-    std::vector<char> nan(static_cast<size_t>(n), 0);
-    util::parallel_for(n, 16, [&](int64_t begin, int64_t end, int) {
-      for (int64_t r = begin; r < end; ++r) nan[static_cast<size_t>(r)] = has_e4m3_nan(p.rows + r * row_bytes, k);
-    });
-    list_nan_columns(p, nan);
-  }
   pack_block_scales(p, block_scales);
   return p;
 }
 
-void pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
   const int64_t row = w.row_bytes(), stride = w.rows_stride;
+  const bool e4m3 = w.type != PanelType::e5m2;  // E4M3 codes (e4m3, mxfp8) can be NaN
+  uint32_t nan_rows = 0;
   // Columns [c0, c1) of the rows: steps s0.. are k (or k-pairs) s0..
   const int64_t c0 = w.pairs ? 2 * s0 : s0, c1 = std::min(w.k, w.pairs ? 2 * s1 : s1);
   auto put = [&](int64_t j, int64_t c, uint8_t code) {
     dst[w.pairs ? ((c - c0) / 2) * row + 2 * j + (c % 2) : (c - c0) * row + j] = code;
+    if (e4m3 && e4m3_nan(code)) nan_rows |= 1u << j;
   };
   if (panel * 16 + 16 <= w.n) {  // a full panel: 16x16 blocks, then the k tail
     const uint8_t* src = w.rows + panel * 16 * stride + c0;
+    // The GEMM asks for a panel's K chunks in order: fetch the next one of
+    // each row (16 scattered row pieces the hardware prefetchers miss).
+    for (int64_t j = 0; j < 16; ++j)
+      for (int64_t c = c1 - c0; c < 2 * (c1 - c0) && c0 + c < w.k; c += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
     if (w.pairs && (c1 - c0) % 2 != 0) std::memset(dst + ((c1 - c0) / 2) * row, 0, static_cast<size_t>(row));
-    const int64_t done = c0 + pack_bytes_panel(src, stride, c1 - c0, w.pairs, row, dst);
+    const int64_t done = c0 + pack_bytes_panel(src, stride, c1 - c0, w.pairs, row, dst, e4m3 ? &nan_rows : nullptr);
     for (int64_t j = 0; j < 16; ++j)
       for (int64_t c = done; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
-    return;
+    return nan_rows;
   }
   std::memset(dst, 0, static_cast<size_t>((s1 - s0) * row));  // columns past n stay 0
   for (int64_t j = 0; panel * 16 + j < w.n; ++j)
     for (int64_t c = c0; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
+  return nan_rows;
 }
 
 }  // namespace mixq::kernels::x86
