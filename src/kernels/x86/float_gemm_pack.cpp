@@ -212,6 +212,7 @@ FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_byt
 }
 
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  if (s1 <= s0) return 0;  // K = 0: nothing to pack (and dst may be null)
   const int64_t row = w.row_bytes(), stride = w.rows_stride;
   const bool e4m3 = w.type != PanelType::e5m2;  // E4M3 codes (e4m3, mxfp8) can be NaN
   uint32_t nan_rows = 0;

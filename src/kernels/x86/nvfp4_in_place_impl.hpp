@@ -227,7 +227,7 @@ void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
       const uint8_t* rows = w.codes + r0 * w.row_bytes;
       if (r0 + 8 > w.n) {
         tail.assign(static_cast<size_t>(8 * w.row_bytes), 0);
-        std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
+        if (w.row_bytes > 0) std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
         rows = tail.data();
       }
       const uint8_t* scales = w.scales + swizzled_offset(r0, 0, w.blocks);
