@@ -145,12 +145,28 @@ inline const GemvScalePicks& gemv_scale_picks(int band) {
   return picks[static_cast<size_t>(band)];
 }
 
+// Rows r0 .. r0 + 7's (r0 % 8 == 0) swizzled scales: the span gemv_scale_quad
+// reads for blocks 0-3 (those of blocks 4g.. are 512·g further) and the
+// picks of the rows' band of 32 in the tile.
+struct ScaleRows {
+  const uint8_t* span;
+  const __m256i* pick;
+};
+inline ScaleRows scale_rows(const Nvfp4Weights& w, int64_t r0) {
+  const int band = static_cast<int>(r0 % 128 / 32);
+  return {w.scales + swizzled_offset(r0, 0, w.blocks) - 4 * band, gemv_scale_picks(band).v};
+}
+
+// gemv_scale_quad's lane order (rows 0, 2, 4, 6 | 1, 3, 5, 7) back to rows
+// 0 .. 7, as a vpermd / vpermps index.
+inline __m256i rows_in_order() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
+
 // Weight rows [r0, r0 + 8), row t at rows + t·stride, against activation row
-// `i`. `scales`: the 128-byte span of the rows' swizzled scales of blocks
-// 0-3 (gemv_scale_quad); those of blocks 4g.. are 512·g further.
+// `i`; `sr`: their scales (scale_rows).
 template <class D>
 void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i, int64_t r0,
-                const uint8_t* rows, int64_t stride, const uint8_t* scales, const __m256i* pick) {
+                const uint8_t* rows, int64_t stride, ScaleRows sr) {
+  const uint8_t* scales = sr.span;
   const Nvfp4Activation& a = *job.act;
   const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
   const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
@@ -174,7 +190,7 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
       const __m256i even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble));
       d[t] = D::dot(odd, x_odd, even, x_even);
     }
-    const __m256i quad = gemv_scale_quad(scales + g * 512, pick);
+    const __m256i quad = gemv_scale_quad(scales + g * 512, sr.pick);
     __m256i even_lo, odd_lo, even_hi, odd_hi;  // lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (as quad)
     sum_blocks(d[0], d[2], d[4], d[6], even_lo, odd_lo);
     sum_blocks(d[1], d[3], d[5], d[7], even_hi, odd_hi);
@@ -206,7 +222,7 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
   }
   const int64_t valid = std::min<int64_t>(8, job.n - r0);
   const __m256i mask = Avx2::mask(valid);
-  acc = _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));  // rows in order
+  acc = _mm256_permutevar8x32_ps(acc, rows_in_order());
   __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(acc, _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
   if (job.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(job.bias + r0, mask));
   _mm256_maskstore_ps(job.y + i * job.n + r0, mask, out);
@@ -230,11 +246,8 @@ void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
         if (w.row_bytes > 0) std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
         rows = tail.data();
       }
-      const uint8_t* scales = w.scales + swizzled_offset(r0, 0, w.blocks);
-      const int band = static_cast<int>(r0 % 128 / 32);
-      const GemvScalePicks& pick = gemv_scale_picks(band);
-      for (int64_t i = 0; i < m; ++i)
-        gemv_group<D>(job, w, xo, i, r0, rows, w.row_bytes, scales - 4 * band, pick.v);
+      const ScaleRows sr = scale_rows(w, r0);
+      for (int64_t i = 0; i < m; ++i) gemv_group<D>(job, w, xo, i, r0, rows, w.row_bytes, sr);
     }
   });
 }
@@ -279,15 +292,11 @@ void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
       }
     }
   }
-  const __m256i row_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int j0 = 0; j0 < 16; j0 += 8) {
-    const int64_t r0 = p * 16 + j0;
-    const int band = static_cast<int>(r0 % 128 / 32);
-    const uint8_t* span = w.scales + swizzled_offset(r0, 0, w.blocks) - 4 * band;
-    const GemvScalePicks& pick = gemv_scale_picks(band);
+    const ScaleRows sr = scale_rows(w, p * 16 + j0);
     uint8_t* out = dst + (j0 / L) * kVec + 16 * L + 4 * (j0 % L);
-    for (int64_t b = 0; b < w.blocks; b += 4, span += 512) {
-      const __m256i quad = _mm256_permutevar8x32_epi32(gemv_scale_quad(span, pick.v), row_order);
+    for (int64_t b = 0; b < w.blocks; b += 4) {
+      const __m256i quad = _mm256_permutevar8x32_epi32(gemv_scale_quad(sr.span + b / 4 * 512, sr.pick), rows_in_order());
       __m256 sw[4];  // S_w / 256
       gemv_scales(quad, sw);
       for (int64_t j = 0; j < std::min<int64_t>(4, w.blocks - b); ++j)
