@@ -291,7 +291,7 @@ void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
 
 // Exact int32 dots of TM plain quantized token rows q (stride kp, zero
 // padded) with R in-place weight rows of rb bytes, each row one memory
-// stream, 64 bytes per step, the rb % 64 tail in scalar code:
+// stream, 64 bytes per step:
 //  int8: Σ_k q[k]·w[k], as |w| against q·sign(w) (Avx2::abs8); q must lie
 //        in [-127, 127], which Q8row's codes do (|x| / (amax / 127) rounds
 //        to at most 127; -128 is never produced);
@@ -299,6 +299,11 @@ void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
 //        the token's even codes, stored first (k / 2 bytes), its high nibble
 //        the odd ones stored after them (prepare); the + 8 is the panel
 //        layouts' weight bias, removed by the epilogue.
+// The rb % 64 tail is one more step on copies padded with zero codes (a
+// zero q byte adds nothing whatever the weight byte). It is not a scalar
+// loop: g++ 12 turns `sum += q[j] * w[j]` over int8 into a wrong dot
+// product on AVX-VNNI / AVX512-VNNI targets (seen at tails of 20 and 37
+// bytes: test_kernels_int).
 template <class V, int R, int TM, bool Int4, bool Stream>
 void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int64_t ahead, int32_t (*out)[R]) {
   using I = typename V::I;
@@ -309,13 +314,36 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
   for (int t = 0; t < TM; ++t)
     MIXQ_UNROLL
     for (int r = 0; r < R; ++r) acc[t][r] = V::zeroi();
+  const I low = V::set1b(0x0F), flip = V::set1b(static_cast<int8_t>(0x88));
+  // One 64-byte step: weight bytes at wr[r], token t's codes at
+  // qt + t * qs (int4: its odd codes qo bytes further).
+  auto step = [&](const uint8_t* const* wr, const int8_t* qt, int64_t qs, int64_t qo) __attribute__((always_inline)) {
+    MIXQ_UNROLL
+    for (int h = 0; h < H; ++h)
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const I wv = V::loadi(wr[r] + B * h);
+        if constexpr (!Int4) {
+          const I u = V::abs8(wv);
+          MIXQ_UNROLL
+          for (int t = 0; t < TM; ++t) acc[t][r] = V::dot4_small(acc[t][r], u, V::sign8(V::loadi(qt + t * qs + B * h), wv));
+        } else {
+          const I biased = V::xori(wv, flip);
+          const I lo = V::andi(biased, low), hi = V::andi(V::template srli16<4>(biased), low);
+          MIXQ_UNROLL
+          for (int t = 0; t < TM; ++t) {
+            acc[t][r] = V::dot4_small(acc[t][r], lo, V::loadi(qt + t * qs + B * h));
+            acc[t][r] = V::dot4_small(acc[t][r], hi, V::loadi(qt + t * qs + qo + B * h));
+          }
+        }
+      }
+  };
   // The callers' R rows are consecutive rows of the matrix, and the next
   // call takes the R after them: past its row's end, stream r prefetches
   // where it continues, row r + R (never dereferenced, so rows past the
   // matrix are harmless).
   const int64_t next_group = (R - 1) * rb;
   const int64_t odd = Int4 ? rb : 0;  // int4: where a token's odd codes start
-  const I low = V::set1b(0x0F), flip = V::set1b(static_cast<int8_t>(0x88));
   int64_t i = 0;
   for (; i + 64 <= rb; i += 64) {
     if constexpr (Stream) {
@@ -323,41 +351,30 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
       MIXQ_UNROLL
       for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
     }
+    const uint8_t* wr[R];
     MIXQ_UNROLL
-    for (int h = 0; h < H; ++h)
-      MIXQ_UNROLL
-      for (int r = 0; r < R; ++r) {
-        const I wv = V::loadi(w[r] + i + B * h);
-        if constexpr (!Int4) {
-          const I u = V::abs8(wv);
-          MIXQ_UNROLL
-          for (int t = 0; t < TM; ++t)
-            acc[t][r] = V::dot4_small(acc[t][r], u, V::sign8(V::loadi(q + t * kp + i + B * h), wv));
-        } else {
-          const I biased = V::xori(wv, flip);
-          const I lo = V::andi(biased, low), hi = V::andi(V::template srli16<4>(biased), low);
-          MIXQ_UNROLL
-          for (int t = 0; t < TM; ++t) {
-            acc[t][r] = V::dot4_small(acc[t][r], lo, V::loadi(q + t * kp + i + B * h));
-            acc[t][r] = V::dot4_small(acc[t][r], hi, V::loadi(q + t * kp + odd + i + B * h));
-          }
-        }
-      }
+    for (int r = 0; r < R; ++r) wr[r] = w[r] + i;
+    step(wr, q + i, kp, odd);
   }
-  for (int t = 0; t < TM; ++t)
+  if (i < rb) {
+    const size_t left = static_cast<size_t>(rb - i);
+    alignas(64) uint8_t wpad[R][64] = {};
+    alignas(64) int8_t qpad[TM][2][64] = {};  // even (or all) codes, odd codes
+    const uint8_t* wr[R];
     for (int r = 0; r < R; ++r) {
-      int32_t sum = V::reduce_add(acc[t][r]);
-      const int8_t* qt = q + t * kp;
-      for (int64_t j = i; j < rb; ++j) {
-        if constexpr (!Int4) {
-          sum += qt[j] * static_cast<int8_t>(w[r][j]);
-        } else {
-          const int b = w[r][j] ^ 0x88;
-          sum += (b & 0xF) * qt[j] + (b >> 4) * qt[odd + j];
-        }
-      }
-      out[t][r] = sum;
+      std::memcpy(wpad[r], w[r] + i, left);
+      wr[r] = wpad[r];
     }
+    for (int t = 0; t < TM; ++t) {
+      std::memcpy(qpad[t][0], q + t * kp + i, left);
+      if constexpr (Int4) std::memcpy(qpad[t][1], q + t * kp + odd + i, left);
+    }
+    step(wr, &qpad[0][0][0], 128, 64);
+  }
+  MIXQ_UNROLL
+  for (int t = 0; t < TM; ++t)
+    MIXQ_UNROLL
+    for (int r = 0; r < R; ++r) out[t][r] = V::reduce_add(acc[t][r]);
 }
 
 // How the micro-kernel reads the weight panels (int_pack.hpp):
