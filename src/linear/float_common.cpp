@@ -78,7 +78,8 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   if (path_ == FastPath::avx512 && !fma_) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
-    std::vector<uint32_t> a(static_cast<size_t>(m * w.steps));
+    thread_local std::vector<uint32_t> a;  // kept between calls, as below
+    if (a.size() < static_cast<size_t>(m * w.steps)) a.resize(static_cast<size_t>(m * w.steps));
     {
       util::PhaseScope phase("prepare activations (bf16 pairs)");
       x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
@@ -95,7 +96,12 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
     (avx512 ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(x, k, m, w, alpha, bias, y);
     return;
   }
-  std::vector<float> a(static_cast<size_t>(m * w.k));
+  // Kept by the calling thread between calls, as the integer kernels keep
+  // their activation blocks: a fresh vector per call (50 MB at M = 4096,
+  // K = 3072) paid its page faults and zero fill every time, ~10 % of the
+  // call (bench_linear_float). It holds the largest activation seen.
+  thread_local std::vector<float> a;
+  if (a.size() < static_cast<size_t>(m * w.k)) a.resize(static_cast<size_t>(m * w.k));
   {
     util::PhaseScope phase("prepare activations (f32)");
     (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x, m, k, w.k, prep, inv_scale, a.data());

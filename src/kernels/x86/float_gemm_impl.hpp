@@ -16,7 +16,10 @@
 // kRowChunk (their activations stay in L2), and the register tile is MR rows ×
 // J panels (FloatTile, per target). Rows left over at the end of a chunk run
 // smaller tiles, each with its own J (M = 1 still walks several panels side
-// by side: independent FMA chains and read streams). Partial sums of earlier
+// by side: independent FMA chains and read streams). With at least
+// kDecodedRows rows in a chunk, the FMA core decodes each K chunk of a tile's
+// panels to f32 once (decode_chunk) and runs the f32 micro-kernel on it, the
+// next tile's output lines prefetched (prefetch_tile). Partial sums of earlier
 // K chunks live in y, so every output accumulates in k order; alpha and bias
 // are applied once after the last chunk (mul, then add, as the reference:
 // see rounded()). MXFP8 multiplies each decoded row by its columns' block
@@ -209,12 +212,18 @@ struct Job {
   const uint8_t* chunk = nullptr;
   int64_t chunk_p0 = 0, chunk_steps = 0;
   std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
+  // Many rows (decoded_rows): the current K chunk of panels decoded_p0..
+  // decoded to f32 rows of 16 values (block scales applied), decoded_steps
+  // rows each; the micro-kernels then run as for f32 panels.
+  const float* decoded = nullptr;
+  int64_t decoded_p0 = 0, decoded_steps = 0;
 };
 
 // Panel p's row of step s0 (K chunk [s0, ..)): in the packed panels, or in
 // the thread's chunk.
 inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   const FloatPanels& w = *job.w;
+  if (job.decoded) return reinterpret_cast<const uint8_t*>(job.decoded + (p - job.decoded_p0) * job.decoded_steps * 16);
   if (job.chunk) return job.chunk + (p - job.chunk_p0) * job.chunk_steps * w.row_bytes();
   return w.data.data() + (p * w.steps + s0) * w.row_bytes();
 }
@@ -240,7 +249,8 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   // Block-scaled types: MXFP8 (E8M0 per 32 k) and NVFP4 (E4M3 per 16 k).
   constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
   const FloatPanels& w = *job.w;
-  const int64_t n = w.n, lda = job.lda, row = w.row_bytes();
+  const int64_t n = w.n, lda = job.lda;
+  const int64_t row = T == PanelType::f32 ? 64 : w.row_bytes();  // f32: w's own or decoded rows
   F acc[MR][NV];
   typename V::M mask[NV];
   MIXQ_UNROLL
@@ -369,21 +379,94 @@ void tail_rows(const Job& job, int64_t m0, int64_t rows, int64_t p0, int64_t p1,
   }
 }
 
+// Asks for the output lines of rows [r, r + rows) × panels [p, p + j): the
+// next tile's partial sums (y holds them between K chunks; at M = 4096 they
+// come from DRAM) arrive while the current tile computes.
+inline void prefetch_tile(const Job& job, int64_t r, int rows, int64_t p, int j) {
+  const int64_t n = job.w->n;
+  for (int i = 0; i < rows; ++i)
+    for (int c = 0; c < j; ++c)
+      _mm_prefetch(reinterpret_cast<const char*>(job.y + (r + i) * n + (p + c) * 16), _MM_HINT_T0);
+}
+
+// Rows [r0, r1) against panels [p0, p1) over steps [s0, s1): full tiles of
+// J panels, then single panels, then the rows left over.
+template <class V, Core C, PanelType T>
+void row_block(const Job& job, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first,
+               bool last) {
+  using Tile = FloatTile<V::kLanes>;
+  constexpr int MR = Tile::kMR;
+  constexpr int J = Tile::panels_for(MR);
+  const int64_t full = r0 + (r1 - r0) / MR * MR;
+  int64_t p = p0;
+  for (; p + J <= p1; p += J)
+    for (int64_t r = r0; r < full; r += MR) {
+      if (r + 2 * MR <= full) prefetch_tile(job, r + MR, MR, p, J);
+      micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
+    }
+  for (; p < p1; ++p)
+    for (int64_t r = r0; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
+  tail_rows<V, C, T, MR - 1>(job, full, r1 - full, p0, p1, s0, s1, first, last);
+}
+
+// Panels [p0, p1) of steps [s0, s1) as f32 rows of 16 values into out (panel
+// by panel), block scales applied: the values micro() computes in registers
+// for the FMA core, by the same operations, so the sums keep their bits.
+template <class V, PanelType T>
+void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1, float* out) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, VP = 16 / L;
+  constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
+  constexpr int64_t kBlockK = T == PanelType::nvfp4 ? 16 : 32;
+  const FloatPanels& w = *job.w;
+  const int64_t row = w.row_bytes();
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* b = panel_from(job, p, s0);
+    F sc[VP] = {};
+    for (int64_t s = s0; s < s1; ++s) {
+      if (kMx && (s == s0 || s % kBlockK == 0)) {
+        const uint8_t* e = w.scales.data() + (p * w.blocks + s / kBlockK) * 16;
+        if constexpr (T == PanelType::nvfp4) FloatIo<V>::template fp8<true>(e, sc);  // S·2^-8
+        else FloatIo<V>::e8m0(e, sc);
+      }
+      F v[VP];
+      decode_row<V, T>(b + (s - s0) * row, v);
+      MIXQ_UNROLL
+      for (int h = 0; h < VP; ++h) V::store(out + h * L, kMx ? V::mul(v[h], sc[h]) : v[h]);
+      out += 16;
+    }
+  }
+}
+
+// At least this many rows in a row chunk decode each K chunk of a tile's
+// panels to f32 once (decode_chunk) instead of once per MR rows: the FMA core
+// then spends its vector ports on FMAs (decoding FP8 in registers took about
+// a third of them at M = 4096, bench_linear_float).
+constexpr int64_t kDecodedRows = 32;
+
 // Every row against panels [p0, p1) over steps [s0, s1), in row chunks.
 template <class V, Core C, PanelType T>
 void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
   using Tile = FloatTile<V::kLanes>;
-  constexpr int MR = Tile::kMR;
-  constexpr int J = Tile::panels_for(MR);
+  constexpr int J = Tile::panels_for(Tile::kMR);
+  constexpr bool kDecode = C == Core::fma && T != PanelType::f32;
   for (int64_t mc = 0; mc < m; mc += Tile::kRowChunk) {
     const int64_t mend = std::min(m, mc + Tile::kRowChunk);
-    const int64_t full = mc + (mend - mc) / MR * MR;
-    int64_t p = p0;
-    for (; p + J <= p1; p += J)
-      for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
-    for (; p < p1; ++p)
-      for (int64_t r = mc; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
-    tail_rows<V, C, T, MR - 1>(job, full, mend - full, p0, p1, s0, s1, first, last);
+    if (!kDecode || mend - mc < kDecodedRows) {
+      row_block<V, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
+      continue;
+    }
+    thread_local std::vector<float> decoded;  // J · kStepChunk rows: 48 KiB (AVX-512), 16 KiB (AVX2)
+    decoded.resize(static_cast<size_t>(J * Tile::kStepChunk * 16));
+    Job d = job;
+    d.decoded = decoded.data();
+    d.decoded_steps = s1 - s0;
+    for (int64_t p = p0; p < p1; p += J) {
+      const int64_t end = std::min(p1, p + J);
+      decode_chunk<V, T>(job, p, end, s0, s1, decoded.data());
+      d.decoded_p0 = p;
+      row_block<V, C, PanelType::f32>(d, mc, mend, p, end, s0, s1, first, last);
+    }
   }
 }
 
