@@ -9,6 +9,11 @@
 // pass); larger M reports integer GOPS.
 //
 //   bench_int_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
+//                     [--tuning TEXT ..]
+//   --tuning TEXT: only the tunings whose name contains TEXT (repeatable),
+//            next to the default. Each packed tuning holds its own ring of
+//            copies (16x the last-level cache: 4 GiB each where the LLC is
+//            260 MiB), so on such a machine pick a few.
 //   formats: int8_convrot (INT8 W8A8, ConvRot group 256; default) and
 //            convrot_w4a4 (int4 weights and activations, ConvRot group 256)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
@@ -81,7 +86,12 @@ std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, 
 }  // namespace
 
 int main(int argc, char** argv) try {
-  BenchArgs o = parse_args("bench_int_tunings", argc, argv);
+  std::vector<std::string> picked;
+  BenchArgs o = parse_args("bench_int_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
+    if (flag != "--tuning") return false;
+    picked.emplace_back(value());
+    return true;
+  });
   default_to_decode_shapes(o);
   const std::vector<std::string> formats = o.formats.empty() ? std::vector<std::string>{"int8_convrot"} : o.formats;
   for (const std::string& f : formats)
@@ -91,9 +101,19 @@ int main(int argc, char** argv) try {
     if (k % kGroup != 0) mixq::fail("bench_int_tunings: K = {} is not a multiple of the ConvRot group {}", k, kGroup);
 
   const mixq::kernels::Isa isa = mixq::kernels::best_isa();
-  const std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
-                                         : isa == mixq::kernels::Isa::avx2 ? int_tunings_avx2()
-                                                                           : std::vector<IntTuning>{};
+  std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
+                                   : isa == mixq::kernels::Isa::avx2 ? int_tunings_avx2()
+                                                                     : std::vector<IntTuning>{};
+  if (!picked.empty() && !tunings.empty()) {  // the default (first) stays: the ratios are against it
+    std::vector<IntTuning> kept{tunings.front()};
+    for (size_t t = 1; t < tunings.size(); ++t)
+      for (const std::string& text : picked)
+        if (std::string(tunings[t].name).find(text) != std::string::npos) {
+          kept.push_back(tunings[t]);
+          break;
+        }
+    tunings = kept;
+  }
   if (tunings.empty()) {
     std::printf("bench_int_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;

@@ -27,6 +27,17 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 
+struct Rows1 : Base {
+  static constexpr int kRowStreams = 1;
+};
+struct RowsAlways4 : Base {
+  static constexpr int64_t kLongRowBytes = 0;
+};
+struct RowsAlways8 : Base {
+  static constexpr int kRowStreams = 8;
+  static constexpr int64_t kLongRowBytes = 0;
+};
+
 template <class T>
 std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   check_int_desc(d);
@@ -35,10 +46,11 @@ std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
 
 // The default tuning on rows read in place (IntLayerDesc::weight_in_place),
 // as a mapped checkpoint's INT8 or ConvRot W4A4 layer runs.
+template <class T = Base>
 std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
   IntLayerDesc in_place = d;
   in_place.weight_in_place = true;
-  return make<IntTile<16>>(in_place);
+  return make<T>(in_place);
 }
 
 }  // namespace
@@ -55,7 +67,10 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
-          {"rows read in place (no packed copy)", make_in_place}};
+          {"rows read in place (no packed copy)", make_in_place<>},
+          {"in place, 1 row stream", make_in_place<Rows1>},
+          {"in place, 4 row streams at any row length", make_in_place<RowsAlways4>},
+          {"in place, 8 row streams at any row length", make_in_place<RowsAlways8>}};
 }
 
 }  // namespace mixq::bench

@@ -75,6 +75,7 @@ struct IntTile<16> {
   static constexpr int64_t kStreamPrefetchBytes = 2048;
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
+  static constexpr int64_t kLongRowBytes = 4096;
 };
 template <>
 struct IntTile<8> {
@@ -83,6 +84,7 @@ struct IntTile<8> {
   static constexpr int64_t kStreamPrefetchBytes = 1024;
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
+  static constexpr int64_t kLongRowBytes = 4096;
 };
 
 constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
@@ -679,8 +681,6 @@ class SimdIntKernel final : public IntKernel {
   // through the panel epilogue, which removes weight_bias·Σq: adding it first
   // (mod 2^32, undone exactly there) keeps one epilogue for both layouts.
   static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
-  static constexpr int64_t kLongRowBytes = 4096;
-
   template <int TM, int R>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
     const int64_t rb = w_.row_bytes, kp = w_.kp;
@@ -701,7 +701,7 @@ class SimdIntKernel final : public IntKernel {
 
   template <int TM>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
-    if (w_.row_bytes >= kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
+    if (w_.row_bytes >= T::kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
     else rows_tile<TM, 1>(blk, t0, panel, acc);
   }
 
