@@ -30,12 +30,11 @@ struct Ahead4K : Base {
 struct Rows1 : Base {
   static constexpr int kRowStreams = 1;
 };
-struct RowsAlways4 : Base {
-  static constexpr int64_t kLongRowBytes = 0;
+struct RowsLong4 : Base {  // one stream for rows under 4 KiB (AVX2's choice)
+  static constexpr int64_t kLongRowBytes = 4096;
 };
-struct RowsAlways8 : Base {
+struct Rows8 : Base {
   static constexpr int kRowStreams = 8;
-  static constexpr int64_t kLongRowBytes = 0;
 };
 
 template <class T>
@@ -69,8 +68,8 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
           {"rows read in place (no packed copy)", make_in_place<>},
           {"in place, 1 row stream", make_in_place<Rows1>},
-          {"in place, 4 row streams at any row length", make_in_place<RowsAlways4>},
-          {"in place, 8 row streams at any row length", make_in_place<RowsAlways8>}};
+          {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},
+          {"in place, 8 row streams", make_in_place<Rows8>}};
 }
 
 }  // namespace mixq::bench

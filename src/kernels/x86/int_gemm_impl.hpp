@@ -63,9 +63,13 @@ namespace {
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
-//    (rows of at least 4 KiB; shorter rows one at a time: SimdIntKernel).
+//    (rows of at least kLongRowBytes; shorter rows one at a time). AVX2
+//    (Zen 3): 4 KiB, one stream was 9-14 % faster on 3 KiB rows. AVX-512
+//    (Emerald Rapids): 0, four streams were 3-7 % faster than one on 3 KiB
+//    int8 rows and even on 1.5 KiB int4 rows in two runs (bench_int_tunings
+//    --tuning "in place"; 8 streams would spill at 4 tokens × 8 rows).
 // A bench may instantiate the kernel with another tuning T (a struct with
-// these five members; bench/isa/int_tunings.*.cpp).
+// these six members; bench/isa/int_tunings.*.cpp).
 template <int Lanes>
 struct IntTile;
 template <>
@@ -75,7 +79,7 @@ struct IntTile<16> {
   static constexpr int64_t kStreamPrefetchBytes = 2048;
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
-  static constexpr int64_t kLongRowBytes = 4096;
+  static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
 };
 template <>
 struct IntTile<8> {
@@ -675,9 +679,7 @@ class SimdIntKernel final : public IntKernel {
   // (P panels = P·16 output columns) and, per group of at most kMr tokens,
   // runs the tile's rows R at a time (R memory streams) against kRowTokens
   // tokens at a time (rows_dot). R = T::kRowStreams for rows of at least
-  // kLongRowBytes, else 1: at K = 3072 four 3 KiB streams per thread read
-  // 9-14 % slower than one (bench_int_tunings "in place, 1 row stream"),
-  // while at K = 5376 and 12288 four were 6-8 % faster. The sums then go
+  // T::kLongRowBytes, else 1 (see IntTile). The sums then go
   // through the panel epilogue, which removes weight_bias·Σq: adding it first
   // (mod 2^32, undone exactly there) keeps one epilogue for both layouts.
   static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
