@@ -43,7 +43,7 @@ namespace {
 using testing::random_floats;
 namespace x86 = kernels::x86;
 
-const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
+const int64_t kRows[] = {1, 2, 3, 7, 16, 24, 33, 64, 257};  // 24, 33: the decoded-rows path (kDecodedRows)
 
 // The kernel path a parameterized test runs.
 enum class Path { avx512, avx512_fma, avx2_vnni, avx2 };

@@ -441,8 +441,10 @@ void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1
 // At least this many rows in a row chunk decode each K chunk of a tile's
 // panels to f32 once (decode_chunk) instead of once per MR rows: the FMA core
 // then spends its vector ports on FMAs (decoding FP8 in registers took about
-// a third of them at M = 4096, bench_linear_float).
-constexpr int64_t kDecodedRows = 32;
+// a third of them at M = 4096, bench_linear_float). FP8 on AVX-512 (mixq
+// bench, alternating runs): M = 24 1.14x faster decoded (K = 3072 and 12288),
+// M = 16 7 % slower.
+constexpr int64_t kDecodedRows = 24;
 
 // Every row against panels [p0, p1) over steps [s0, s1), in row chunks.
 template <class V, Core C, PanelType T>
