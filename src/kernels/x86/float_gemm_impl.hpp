@@ -212,7 +212,7 @@ struct Job {
   const uint8_t* chunk = nullptr;
   int64_t chunk_p0 = 0, chunk_steps = 0;
   std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
-  // Many rows (decoded_rows): the current K chunk of panels decoded_p0..
+  // Many rows (kDecodedRows): the current K chunk of panels decoded_p0..
   // decoded to f32 rows of 16 values (block scales applied), decoded_steps
   // rows each; the micro-kernels then run as for f32 panels.
   const float* decoded = nullptr;
@@ -237,6 +237,14 @@ inline void decode_row(const uint8_t* p, typename V::F* out) {
   else if constexpr (T == PanelType::f16) Io::f16(p, out);
   else if constexpr (T == PanelType::nvfp4) Io::template fp8_bytes<false>(e2m1_f16_high(p), out);
   else Io::template fp8<T != PanelType::e5m2>(p, out);
+}
+
+// The 16 block scales at e (one panel row's columns) as kVP f32 vectors:
+// E8M0 for MXFP8, E4M3 as S·2^-8 for NVFP4 (the 2^8 is in alpha).
+template <class V, PanelType T>
+inline void block_scales(const uint8_t* e, typename V::F* out) {
+  if constexpr (T == PanelType::nvfp4) FloatIo<V>::template fp8<true>(e, out);
+  else FloatIo<V>::e8m0(e, out);
 }
 
 // Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
@@ -280,8 +288,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
             sc[j * 32 + 2 * c] = sc[j * 32 + 2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
         } else {
           F sv[VP];
-          if constexpr (T == PanelType::nvfp4) FloatIo<V>::template fp8<true>(e, sv);  // S·2^-8
-          else FloatIo<V>::e8m0(e, sv);
+          block_scales<V, T>(e, sv);
           for (int h = 0; h < VP; ++h) V::store(sc + j * 16 + h * L, sv[h]);
         }
       }
@@ -424,11 +431,8 @@ void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1
     const uint8_t* b = panel_from(job, p, s0);
     F sc[VP] = {};
     for (int64_t s = s0; s < s1; ++s) {
-      if (kMx && (s == s0 || s % kBlockK == 0)) {
-        const uint8_t* e = w.scales.data() + (p * w.blocks + s / kBlockK) * 16;
-        if constexpr (T == PanelType::nvfp4) FloatIo<V>::template fp8<true>(e, sc);  // S·2^-8
-        else FloatIo<V>::e8m0(e, sc);
-      }
+      if (kMx && (s == s0 || s % kBlockK == 0))
+        block_scales<V, T>(w.scales.data() + (p * w.blocks + s / kBlockK) * 16, sc);
       F v[VP];
       decode_row<V, T>(b + (s - s0) * row, v);
       MIXQ_UNROLL
