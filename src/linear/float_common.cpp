@@ -98,8 +98,9 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   }
   // Kept by the calling thread between calls, as the integer kernels keep
   // their activation blocks: a fresh vector per call (50 MB at M = 4096,
-  // K = 3072) paid its page faults and zero fill every time, ~10 % of the
-  // call (bench_linear_float). It holds the largest activation seen.
+  // K = 3072) paid its page faults and zero fill every time, ~7 % of the
+  // FP8 call (mixq bench A/B, BENCHMARKS.md "Float GEMM at many rows"). It
+  // holds the largest activation seen.
   thread_local std::vector<float> a;
   if (a.size() < static_cast<size_t>(m * w.k)) a.resize(static_cast<size_t>(m * w.k));
   {
