@@ -1,7 +1,8 @@
 // Side-by-side: our integer Linears (INT8+ConvRot, ConvRot W4A4 with int4 and
 // int8 activations) against oneDNN's u8·s8→f32 matmul on the same shapes, and
-// against this machine's VNNI peak and read bandwidth measured in the same
-// run. Our times INCLUDE the ConvRot rotation and the per-token activation
+// against this machine's VNNI peak (and AMX peak, where the CPU has AMX:
+// there our kernels also run limited to VNNI) and read bandwidth measured in
+// the same run. Our times INCLUDE the ConvRot rotation and the per-token activation
 // quantization; oneDNN gets ready u8 activations.
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
@@ -14,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "kernels/cpu.hpp"
 #include "linear/synthetic_layer.hpp"
 #include "mixq/format.hpp"
 #include "mixq/linear.hpp"
@@ -76,6 +80,10 @@ int main(int argc, char** argv) {
   const Rate bw2 = read_bandwidth_gbs(2);
   std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n",
               peak1.best, peak1.median, peak2.best, peak2.median);
+  const Rate amx1 = int8_amx_peak_gops(1), amx2 = int8_amx_peak_gops(2);
+  if (amx1.median > 0)
+    std::printf("int8 AMX peak (tdpbsud): 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n",
+                amx1.best, amx1.median, amx2.best, amx2.median);
   std::printf("read bandwidth, 1 GiB, 2 threads x 4 streams, prefetch %zu B ahead: %.1f GB/s (median %.1f)\n\n",
               mixq::kernels::kStreamPrefetchBytes, bw2.best,
               bw2.median);
@@ -86,7 +94,16 @@ int main(int argc, char** argv) {
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
   std::printf("# M=%ld K=%ld N=%ld (GOPS = 2MNK/t, median of %d repetitions)\n", M, K, N, reps);
-  std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "GOPS", "ms", "vs oneDNN", "of peak");
+  // On AMX machines our kernels also run once more limited to AVX-512 VNNI
+  // (set_isa), so the AMX speedup is a same-run ratio. Peaks: of the VNNI
+  // loop, and of the AMX loop where there is one.
+  std::printf("%-26s %7s %10s %8s %12s %10s %10s\n", "kernel", "threads", "GOPS", "ms", "vs oneDNN", "of VNNI pk",
+              "of AMX pk");
+  auto of_peak = [](double gops, double peak) {
+    return peak > 0 ? fmt::format("{:.0f}%", 100 * gops / peak) : std::string("-");
+  };
+  std::vector<mixq::kernels::Isa> isas = {mixq::kernels::best_isa()};
+  if (isas[0] == mixq::kernels::Isa::amx) isas.push_back(mixq::kernels::Isa::avx512);
   double ours_t[3][3] = {};
   for (int threads : {1, 2}) {
     set_threads(threads);
@@ -94,17 +111,23 @@ int main(int argc, char** argv) {
     const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
     const double dnnl_gops = ops / td.median / 1e9;
     const double peak = threads == 1 ? peak1.median : peak2.median;
-    std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", "oneDNN u8s8->f32", threads, dnnl_gops,
-                td.median * 1e3, "1.00x", 100 * dnnl_gops / peak, dnnl.impl());
-    for (int i = 0; i < 3; ++i) {
-      OurLayers ours = make_ours(kOurs[i], K, N, 1);
-      const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
-      ours_t[i][threads] = t.median;
-      const double gops = ops / t.median / 1e9;
-      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", kOurs[i].label, threads, gops,
-                  t.median * 1e3, ratio(gops, dnnl_gops).c_str(), 100 * gops / peak,
-                  std::string(ours.copies[0].kernel_name()).c_str());
+    const double amx_peak = threads == 1 ? amx1.median : amx2.median;
+    std::printf("%-26s %7d %10.0f %8.2f %12s %10s %10s   (%s)\n", "oneDNN u8s8->f32", threads, dnnl_gops,
+                td.median * 1e3, "1.00x", of_peak(dnnl_gops, peak).c_str(), of_peak(dnnl_gops, amx_peak).c_str(),
+                dnnl.impl());
+    for (mixq::kernels::Isa isa : isas) {
+      mixq::kernels::set_isa(isa);
+      for (int i = 0; i < 3; ++i) {
+        OurLayers ours = make_ours(kOurs[i], K, N, 1);
+        const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
+        if (isa == isas[0]) ours_t[i][threads] = t.median;
+        const double gops = ops / t.median / 1e9;
+        std::printf("%-26s %7d %10.0f %8.2f %12s %10s %10s   (%s)\n", kOurs[i].label, threads, gops,
+                    t.median * 1e3, ratio(gops, dnnl_gops).c_str(), of_peak(gops, peak).c_str(),
+                    of_peak(gops, amx_peak).c_str(), std::string(ours.copies[0].kernel_name()).c_str());
+      }
     }
+    mixq::kernels::set_isa(isas[0]);
   }
   std::printf("thread scaling 1->2 at M=4096:");
   for (int i = 0; i < 3; ++i)

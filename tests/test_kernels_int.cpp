@@ -75,7 +75,7 @@ void check_case(const Case& c, uint64_t seed) {
   auto ref = make_int_kernel_ref(d);
   const auto want = run_kernel(*ref, x, c.m, c.n);
   for (float v : want) ASSERT_TRUE(std::isfinite(v));
-  // Every fast path this CPU can run: AVX-512 VNNI, AVX2 (+AVX-VNNI when the
+  // Every fast path this CPU can run: AMX tiles (M > 24), AVX-512 VNNI, AVX2 (+AVX-VNNI when the
   // CPU has it), and AVX2 without VNNI (vpmaddubsw emulation); int8 weights
   // both packed and read in place (row-major GEMV for M <= 24, per-tile
   // transpose above).
@@ -95,6 +95,7 @@ void check_case(const Case& c, uint64_t seed) {
       d.weight = nullptr;
       d.weight_nibbles = nibbles.data();
     }
+    if (kernel_path("int_gemm:avx512_amx", Isa::amx)) fast_kernels.push_back(make_int_kernel_amx(d));
     if (kernel_path("int_gemm:avx512_vnni", Isa::avx512)) fast_kernels.push_back(make_int_kernel_avx512(d));
     if (kernel_path("int_gemm:avx2_vpmaddubsw", Isa::avx2)) {
       fast_kernels.push_back(make_int_kernel_avx2(d));  // AVX-VNNI when the CPU has it
@@ -179,6 +180,10 @@ TEST(IntKernels, DispatchFollowsTheActiveIsa) {
   if (mixq::testing::kernel_path("int_dispatch:avx512", Isa::avx512)) {
     set_isa(Isa::avx512);
     EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "avx512_vnni");
+  }
+  if (mixq::testing::kernel_path("int_dispatch:amx", Isa::amx)) {
+    set_isa(Isa::amx);
+    EXPECT_EQ(make_int_kernel(d, active_isa())->name(), "avx512_amx");
   }
   set_isa(best_isa());
 }

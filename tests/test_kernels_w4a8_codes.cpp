@@ -201,6 +201,7 @@ std::vector<float> run(const IntKernel& kernel, const std::vector<float>& x, int
 TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   const bool avx2 = mixq::testing::kernel_path("int_gemm_codes:avx2", Isa::avx2);
   const bool avx512 = mixq::testing::kernel_path("int_gemm_codes:avx512_vnni", Isa::avx512);
+  const bool amx = mixq::testing::kernel_path("int_gemm_codes:avx512_amx", Isa::amx);
   uint64_t seed = 100;
   for (int64_t gs : {int64_t{4}, int64_t{16}, int64_t{64}})
     for (bool e4m3 : {true, false})
@@ -228,6 +229,10 @@ TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
         if (avx512) {
           kernels.push_back(make_int_kernel_avx512(codes));
           kernels.push_back(make_int_kernel_avx512(dense));
+        }
+        if (amx) {
+          kernels.push_back(make_int_kernel_amx(codes));
+          kernels.push_back(make_int_kernel_amx(dense));
         }
         for (const auto& kernel : kernels) {
           const auto got = run(*kernel, x, m, L.n);

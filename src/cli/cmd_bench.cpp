@@ -4,9 +4,10 @@
 // its Linear from there, as from a checkpoint (so INT8 and ConvRot W4A4 run
 // on their weights in place: "in_place" in --json), and times forward. Prints time,
 // GOPS (2·M·N·K per call), weight bytes streamed per second, and fractions of
-// this machine's limits, calibrated at the start of the same run (int8 VNNI
-// and bf16 dot peaks, streaming read bandwidth: mixq/machine.hpp, about 1 s;
-// on CPUs without AVX-512 VNNI/BF16 the int8 / bf16 fractions are omitted).
+// this machine's limits, calibrated at the start of the same run (int8 VNNI,
+// int8 AMX and bf16 dot peaks, streaming read bandwidth: mixq/machine.hpp,
+// about 1 s; on CPUs without AVX-512 VNNI/BF16 the int8 / bf16 fractions are
+// omitted, without AMX-INT8 the AMX one).
 // The first line states the load average (the host may be shared).
 // The side-by-side comparison with oneDNN is `make bench` (bench/), see
 // BENCHMARKS.md. Generic over all_formats(): no per-format code.
@@ -139,8 +140,8 @@ void run(const Options& o) {
   nlohmann::json results = nlohmann::json::array();
   if (!o.json) std::cout << fmt::format("# mixq {}, load average {}\n", MIXQ_VERSION, load);
   if (!o.json)
-    std::cout << fmt::format("{:<34} {:>16} {:<12} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7}\n", "format",
-                             "MxKxN", "kernel", "time", "GOPS", "w GB/s", "%int8", "%bf16", "%read");
+    std::cout << fmt::format("{:<34} {:>16} {:<12} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}\n", "format",
+                             "MxKxN", "kernel", "time", "GOPS", "w GB/s", "%int8", "%bf16", "%read", "%amx");
   for (const auto& [format, params] : formats) {
     for (const Shape3& s : shapes) {
       nlohmann::json r = {{"format", format->name}, {"params", params}, {"m", s.m}, {"k", s.k},
@@ -169,14 +170,16 @@ void run(const Options& o) {
         r["weight_gbs"] = wbytes / t / 1e9;
         r["fraction_int8_peak"] = fraction(gops, limits.int8_gops);
         r["fraction_bf16_peak"] = fraction(gops, limits.bf16_gflops);
+        r["fraction_amx_peak"] = fraction(gops, limits.amx_int8_gops);
         r["fraction_read_bandwidth"] = fraction(wbytes / t / 1e9, limits.read_gbs);
         r["fraction_read_bandwidth_best"] = fraction(wbytes / t / 1e9, limits.read_best_gbs);
         r["error"] = nullptr;
         if (!o.json)
-          std::cout << fmt::format("{:<34} {:>16} {:<12} {:>8.3f}ms {:>9.1f} {:>9.1f} {:>7} {:>7} {:>7}\n",
+          std::cout << fmt::format("{:<34} {:>16} {:<12} {:>8.3f}ms {:>9.1f} {:>9.1f} {:>7} {:>7} {:>7} {:>7}\n",
                                    label, fmt::format("{}x{}x{}", s.m, s.k, s.n), lin->kernel_name(),
                                    t * 1e3, gops, wbytes / t / 1e9, percent(gops, limits.int8_gops),
-                                   percent(gops, limits.bf16_gflops), percent(wbytes / t / 1e9, limits.read_gbs));
+                                   percent(gops, limits.bf16_gflops), percent(wbytes / t / 1e9, limits.read_gbs),
+                                   percent(gops, limits.amx_int8_gops));
       } catch (const Error& e) {
         r["error"] = e.what();
         if (!o.json)
@@ -190,6 +193,7 @@ void run(const Options& o) {
     auto measured = [](double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(); };
     nlohmann::json out = {{"threads", threads},
                           {"limits", {{"int8_peak_gops", measured(limits.int8_gops)},
+                                      {"amx_int8_peak_gops", measured(limits.amx_int8_gops)},
                                       {"bf16_peak_gflops", measured(limits.bf16_gflops)},
                                       {"read_bandwidth_gbs", measured(limits.read_gbs)},
                                       {"read_bandwidth_best_gbs", measured(limits.read_best_gbs)},
@@ -200,10 +204,12 @@ void run(const Options& o) {
   } else {
     if (limits.int8_gops > 0)
       std::cout << fmt::format(
-          "limits measured in this run ({} threads): int8 VNNI {:.0f} GOPS, bf16 dot {:.0f} GFLOPS, "
+          "limits measured in this run ({} threads): int8 VNNI {:.0f} GOPS, {}bf16 dot {:.0f} GFLOPS, "
           "read {:.1f} GB/s (256 MiB); the same weights are reused between calls, so layers smaller than the "
           "last-level cache can exceed the read bandwidth; oneDNN side by side and DRAM-bound M=1: make bench\n",
-          threads, limits.int8_gops, limits.bf16_gflops, limits.read_gbs);
+          threads, limits.int8_gops,
+          limits.amx_int8_gops > 0 ? fmt::format("int8 AMX {:.0f} GOPS, ", limits.amx_int8_gops) : "",
+          limits.bf16_gflops, limits.read_gbs);
     else if (limits.read_gbs > 0)
       std::cout << fmt::format(
           "limits measured in this run ({} threads): no AVX-512 VNNI/BF16 (no int8 / bf16 peaks), f32 FMA (ymm) "

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu.hpp"
+#include "kernels/x86/amx_tiles.hpp"
 #include "util/parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/threads.hpp"
@@ -186,11 +187,16 @@ __attribute__((target("avx2"))) uint64_t read_part_ymm(const std::byte* p, size_
 
 }  // namespace
 
-bool has_avx512_vnni_bf16() { return best_isa() == Isa::avx512; }
+bool has_avx512_vnni_bf16() { return best_isa() >= Isa::avx512; }
 
 Rate int8_vnni_peak_gops(int threads, int reps) {
   if (!has_avx512_vnni_bf16()) return {};
   return peak(threads, reps, vnni_loop, 12 * 128.0);
+}
+
+Rate int8_amx_peak_gops(int threads, int reps) {
+  if (best_isa() < Isa::amx) return {};
+  return peak(threads, reps, x86::amx::peak_loop, 12 * 2.0 * 16 * 16 * 64 / 64);
 }
 
 Rate bf16_dot_peak_gflops(int threads, int reps) {
@@ -272,8 +278,8 @@ void set_float_dot(std::optional<FloatDot> dot) {
 
 Rate read_bandwidth_gbs(int threads, size_t bytes, int reps, size_t prefetch_bytes) {
   const Isa isa = best_isa();
-  if (isa != Isa::avx512 && isa != Isa::avx2) return {};
-  auto read = isa == Isa::avx512 ? read_part_zmm : read_part_ymm;
+  if (isa < Isa::avx2) return {};
+  auto read = isa >= Isa::avx512 ? read_part_zmm : read_part_ymm;
   set_num_threads(threads);
   const size_t part = bytes / threads / 4096 * 4096;
   const size_t total = part * threads;

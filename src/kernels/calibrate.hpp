@@ -20,6 +20,9 @@ struct Rate {
 // independent accumulators in inline asm, one loop per pool thread. GOPS.
 // `reps` repetitions of ~0.1 s (7) or ~25 ms (fewer than 7).
 Rate int8_vnni_peak_gops(int threads, int reps = 7);
+// AMX `tdpbsud` throughput (16·16·64 MACs per instruction, 4 accumulator
+// tiles) on CPUs with Isa::amx; zeros elsewhere. GOPS.
+Rate int8_amx_peak_gops(int threads, int reps = 7);
 // `vdpbf16ps zmm` throughput (64 FLOP per instruction), same shape. GFLOPS.
 Rate bf16_dot_peak_gflops(int threads, int reps = 7);
 // `vfmadd231ps zmm` throughput (32 FLOP per instruction), same shape; on

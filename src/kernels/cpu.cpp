@@ -1,6 +1,8 @@
 #include "kernels/cpu.hpp"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -14,12 +16,23 @@ struct Features {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false, avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
+  bool amx_int8 = false;  // AMX-TILE + AMX-INT8, enabled by the OS and granted to this process
 };
 
 uint64_t xgetbv0() {
   uint32_t lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return (uint64_t(hi) << 32) | lo;
+}
+
+// Asks Linux for the AMX tile data state for this process (every thread).
+bool request_tile_state() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 Features detect() {
@@ -43,6 +56,11 @@ Features detect() {
   f.avx512bw = (b & (1u << 30)) && zmm_os;
   f.avx512vl = (b & (1u << 31)) && zmm_os;
   f.avx512vnni = (c & (1u << 11)) && zmm_os;
+  // AMX: CPUID.(7,0):EDX bits 24 (TILE) and 25 (INT8); XCR0 bits 17-18
+  // (XTILECFG, XTILEDATA) set by the OS; and Linux hands the 8 KiB tile
+  // state to a process only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM).
+  const bool amx_os = (xcr0 & 0x60000) == 0x60000;
+  if ((d & (1u << 24)) && (d & (1u << 25)) && amx_os) f.amx_int8 = request_tile_state();
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = (a & (1u << 4)) && ymm_os;
   f.avx512bf16 = (a & (1u << 5)) && zmm_os;
@@ -58,7 +76,10 @@ Isa from_env(Isa best) {
   const char* env = std::getenv("MIXQ_ISA");
   if (!env) return best;
   std::string s(env);
-  Isa wanted = s == "ref" || s == "reference" ? Isa::reference : s == "avx2" ? Isa::avx2 : best;
+  Isa wanted = s == "ref" || s == "reference" ? Isa::reference
+               : s == "avx2"                    ? Isa::avx2
+               : s == "avx512"                  ? Isa::avx512
+                                                : best;
   return wanted < best ? wanted : best;
 }
 
@@ -75,7 +96,7 @@ Isa best_isa() {
   const Features& f = features();
   const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
   if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16)
-    return Isa::avx512;
+    return f.amx_int8 ? Isa::amx : Isa::avx512;
   if (avx2) return Isa::avx2;
   return Isa::reference;
 }
@@ -91,6 +112,7 @@ bool cpu_has_avx_vnni() { return features().avx_vnni; }
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
+    case Isa::amx: return "amx";
     case Isa::avx512: return "avx512";
     case Isa::avx2: return "avx2";
     default: return "ref";

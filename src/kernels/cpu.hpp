@@ -1,14 +1,17 @@
 #pragma once
 // Which instruction set the kernels use, chosen once per process from CPUID.
-// MIXQ_ISA=ref|avx2|avx512 forces a path (never above what the CPU has);
+// MIXQ_ISA=ref|avx2|avx512|amx forces a path (never above what the CPU has);
 // set_isa() does the same from code (tests use it to cover every path).
 #include <string_view>
 
 namespace mixq::kernels {
 
-enum class Isa { reference = 0, avx2 = 1, avx512 = 2 };
+// amx: avx512 plus AMX-INT8 tiles (Sapphire Rapids and later), used by the
+// integer family's large-M GEMM; every other kernel runs its avx512 path.
+enum class Isa { reference = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
-// The best path this CPU supports: avx512 needs AVX-512 F/BW/VL/DQ + VNNI + BF16;
+// The best path this CPU supports: avx512 needs AVX-512 F/BW/VL/DQ + VNNI + BF16,
+// amx also AMX-TILE + AMX-INT8 with the OS's permission;
 // avx2 needs AVX2 + FMA + F16C (AVX-VNNI used when present).
 Isa best_isa();
 // The path in use: best_isa() unless limited by MIXQ_ISA or set_isa().

@@ -9,7 +9,8 @@ std::unique_ptr<IntKernel> make_int_kernel(const IntLayerDesc& desc, Isa isa) {
   check_int_desc(desc);
   {
     std::unique_ptr<IntKernel> k;
-    if (isa >= Isa::avx512) k = make_int_kernel_avx512(desc);
+    if (isa >= Isa::amx) k = make_int_kernel_amx(desc);
+    if (!k && isa >= Isa::avx512) k = make_int_kernel_avx512(desc);
     if (!k && isa >= Isa::avx2) k = make_int_kernel_avx2(desc);
     if (k) return k;
   }

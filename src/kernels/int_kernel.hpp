@@ -112,6 +112,7 @@ inline int int_desc_weight(const IntLayerDesc& d, int64_t row, int64_t col) {
 
 std::unique_ptr<IntKernel> make_int_kernel_ref(const IntLayerDesc& desc);
 // Fast kernels; null when this build or CPU cannot run them.
+std::unique_ptr<IntKernel> make_int_kernel_amx(const IntLayerDesc& desc);  // Isa::amx: large M on AMX tiles
 std::unique_ptr<IntKernel> make_int_kernel_avx512(const IntLayerDesc& desc);
 std::unique_ptr<IntKernel> make_int_kernel_avx2(const IntLayerDesc& desc);  // AVX-VNNI when present
 std::unique_ptr<IntKernel> make_int_kernel_avx2_novnni(const IntLayerDesc& desc);  // tests

@@ -11,6 +11,7 @@ kernels::Isa kernel_isa(const LinearOptions& options) {
 
 FastPath fast_path(const LinearOptions& options) {
   switch (kernel_isa(options)) {
+    case kernels::Isa::amx:  // AMX serves the integer family only (kernels/int_kernel.cpp)
     case kernels::Isa::avx512: return FastPath::avx512;
     case kernels::Isa::avx2: return FastPath::avx2;
     default: return FastPath::none;

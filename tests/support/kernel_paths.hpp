@@ -9,7 +9,9 @@
 //   avx512  always (a CI machine that must run the AVX-512 kernels);
 //   auto    when the CPU reports AVX-512F, i.e. on any AVX-512 machine, even
 //           one lacking a feature mixq's AVX-512 kernels need (VNNI, BF16,
-//           VBMI): those kernels would then go untested;
+//           VBMI): those kernels would then go untested; and AMX paths
+//           when CPUID reports AMX-INT8;
+//   amx     every AVX-512 and AMX path;
 //   unset / none: skips are only reported.
 #include <string>
 #include <string_view>

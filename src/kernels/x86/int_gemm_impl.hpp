@@ -32,11 +32,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/hadamard_fast_impl.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
+#include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/simd_traits.hpp"
@@ -60,6 +62,8 @@ namespace {
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
+//  kAmx: large M runs on AMX tiles (forward_large_amx; only the object
+//    compiled with -mamx-tile -mamx-int8, int_gemm.avx512amx.cpp, sets it).
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
@@ -69,7 +73,7 @@ namespace {
 //    int8 rows and even on 1.5 KiB int4 rows in two runs (bench_int_tunings
 //    --tuning "in place"; 8 streams would spill at 4 tokens × 8 rows).
 // A bench may instantiate the kernel with another tuning T (a struct with
-// these six members; bench/isa/int_tunings.*.cpp).
+// these members; bench/isa/int_tunings.*.cpp).
 template <int Lanes>
 struct IntTile;
 template <>
@@ -80,6 +84,7 @@ struct IntTile<16> {
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
+  static constexpr bool kAmx = false;
 };
 template <>
 struct IntTile<8> {
@@ -89,12 +94,14 @@ struct IntTile<8> {
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
+  static constexpr bool kAmx = false;
 };
 
 constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
 
 struct ActBlock {
-  std::vector<int8_t> q;     // panels of kMr tokens, layout in int_pack.hpp
+  std::vector<int8_t> q;     // panels of kMr tokens, layout in int_pack.hpp, from q.data() + at
+  size_t at = 0;             // 64-byte aligned for ActLayout::tiles (a tile row is one cache line)
   std::vector<float> scale;  // [rows]
   std::vector<int32_t> sum;  // [rows] Σ_k q
   std::vector<float> tmp;    // one rotated row
@@ -549,20 +556,32 @@ class SimdIntKernel final : public IntKernel {
     if (m <= 0) return;
     if (m <= kGemvRows && w_.rows) forward_rows_small(x, m, y);
     else if (m <= kGemvRows) forward_small(x, m, y);
+    else if constexpr (T::kAmx) forward_large_amx(x, m, y);
     else forward_large(x, m, y);
   }
 
  private:
-  // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk:
-  // as activation panels of kMr tokens, or (`plain`, for rows_dot) as rows of
-  // kp bytes: in k order against int8 rows, even k then odd k against int4.
-  void prepare(const float* x, int64_t rows, ActBlock& blk, bool plain = false) const {
+  // How prepare() lays out the quantized tokens:
+  //  panels:   activation panels of kMr tokens (int_pack.hpp), for micro();
+  //  rows_dot: rows of kp bytes, for rows_dot: in k order against int8 rows,
+  //            even k then odd k against int4 rows;
+  //  tiles:    rows of kp rounded up to 64 bytes in k order, zero past K, the
+  //            row count rounded up to 32 with zero rows (AMX A tiles).
+  enum class ActLayout { panels, rows_dot, tiles };
+  static int64_t tile_stride(int64_t kp) { return (kp + 63) / 64 * 64; }
+
+  // Rotates (when ConvRot) and quantizes `rows` tokens starting at x into blk.
+  void prepare(const float* x, int64_t rows, ActBlock& blk, ActLayout layout = ActLayout::panels) const {
     util::PhaseScope phase("rotate + quantize activations");
     const int64_t k = w_.k, kp = w_.kp;
-    const int64_t panels = (rows + kMr - 1) / kMr;
-    blk.q.assign(static_cast<size_t>(panels * kp * kMr), 0);
-    blk.scale.resize(static_cast<size_t>(panels * kMr));
-    blk.sum.resize(static_cast<size_t>(panels * kMr));
+    const bool plain = layout != ActLayout::panels;
+    const int64_t stride = layout == ActLayout::tiles ? tile_stride(kp) : kp;
+    const int64_t slots = layout == ActLayout::tiles ? (rows + 31) / 32 * 32 : (rows + kMr - 1) / kMr * kMr;
+    const size_t align = layout == ActLayout::tiles ? 64 : 0;
+    blk.q.assign(static_cast<size_t>(slots * stride) + align, 0);
+    blk.at = align ? (align - reinterpret_cast<uintptr_t>(blk.q.data()) % align) % align : 0;
+    blk.scale.resize(static_cast<size_t>(slots));
+    blk.sum.resize(static_cast<size_t>(slots));
     if (group_ > 0) blk.tmp.resize(static_cast<size_t>(k));
     for (int64_t r = 0; r < rows; ++r) {
       const float* src = x + r * k;
@@ -571,11 +590,11 @@ class SimdIntKernel final : public IntKernel {
         hadamard_row<V>(blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
-      int8_t* q = plain ? blk.q.data() + r * kp : blk.q.data() + (r / kMr) * kp * kMr;
+      int8_t* q = blk.q.data() + blk.at + (plain ? r * stride : (r / kMr) * kp * kMr);
       quantize_row<V>(src, k, kp, act_, !plain && mode_ == WeightMode::int4_x16, q,
                       plain ? 0 : static_cast<int>(r % kMr), plain ? 1 : kMr, &blk.scale[static_cast<size_t>(r)],
                       &blk.sum[static_cast<size_t>(r)]);
-      if (plain && w_.int4) {  // kp == k (a multiple of 8)
+      if (layout == ActLayout::rows_dot && w_.int4) {  // kp == k (a multiple of 8)
         blk.split.resize(static_cast<size_t>(kp));
         for (int64_t i = 0; i < kp / 2; ++i) {
           blk.split[static_cast<size_t>(i)] = q[2 * i];
@@ -587,8 +606,9 @@ class SimdIntKernel final : public IntKernel {
   }
 
   // Offset removal, scales, bias; stores the valid columns of the P panels.
+  // `x16`: the sums carry int4_x16's factor 16 (micro(), rows_dot).
   void epilogue(const int32_t* acc, int rows, int64_t row0, const ActBlock& blk, int64_t blk_row0,
-                const int64_t* panel, float* y) const {
+                const int64_t* panel, float* y, bool x16) const {
     using F = typename V::F;
     using I = typename V::I;
     constexpr int L = V::kLanes, H = 16 / L;
@@ -604,7 +624,7 @@ class SimdIntKernel final : public IntKernel {
         const int64_t col = panel[v / H] * kPanelCols + (v % H) * L;
         if (col >= n) continue;
         I raw = V::loadi(acc + r * P * 16 + v * L);
-        if (mode_ == WeightMode::int4_x16) raw = V::template srai<4>(raw);  // exact: a multiple of 16
+        if (x16) raw = V::template srai<4>(raw);  // exact: a multiple of 16
         const F f = V::cvt(V::subi(raw, voff));
         const F sw = V::load(w_.scale.data() + col);
         F out;
@@ -655,7 +675,7 @@ class SimdIntKernel final : public IntKernel {
       const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
       prefetch_output(row0 + r0, mr, panel, y);
       micro_for<V, T>(mr, mode_, stream)(a, w_.kp, b, acc);
-      epilogue(acc, mr, row0 + r0, blk, r0, panel, y);
+      epilogue(acc, mr, row0 + r0, blk, r0, panel, y, mode_ == WeightMode::int4_x16);
     }
   }
 
@@ -709,7 +729,7 @@ class SimdIntKernel final : public IntKernel {
 
   void forward_rows_small(const float* x, int64_t m, float* y) const {
     thread_local ActBlock blk;
-    prepare(x, m, blk, true);
+    prepare(x, m, blk, ActLayout::rows_dot);
     const ActBlock& shared = blk;
     util::parallel_for(w_.panels / P, 1, [&](int64_t q0, int64_t q1, int) {
       util::PhaseScope phase("integer GEMM + epilogue");
@@ -733,7 +753,7 @@ class SimdIntKernel final : public IntKernel {
               acc[r * P * 16 + i] =
                   static_cast<int32_t>((static_cast<uint32_t>(acc[r * P * 16 + i]) + offset) << shift);
           }
-          epilogue(acc, rows, g0, shared, g0, panel, y);
+          epilogue(acc, rows, g0, shared, g0, panel, y, mode_ == WeightMode::int4_x16);
         }
       }
     });
@@ -760,6 +780,102 @@ class SimdIntKernel final : public IntKernel {
           run_tile(blk, rows, row0, panel, false, y);
         }
       }
+    });
+  }
+
+  // The P panels of a tile in the int8 layout for AMX B tiles, each readable
+  // for tile_stride(kp) / 4 steps (bytes past kp are never met by a nonzero
+  // code): packed int8 panels are used as they are when kp is a multiple of
+  // 64, everything else is unpacked / decoded / transposed (/ copied) into
+  // `buf` (P panels of tile_stride(kp) · 16 bytes, 64-byte aligned).
+  void tile_panels(const int64_t* panel, uint8_t* buf, const uint8_t** b) const {
+    const int64_t kp = w_.kp, bytes = tile_stride(kp) * kPanelCols;
+    const bool direct = !w_.codes && !w_.rows && !w_.int4 && kp % 64 == 0;
+    std::optional<util::PhaseScope> phase;
+    if (!direct) phase.emplace(w_.codes ? "decode 4-bit codes" : w_.rows ? "transpose in-place rows" : "unpack weights");
+    for (int c = 0; c < P; ++c) {
+      uint8_t* out = buf + c * bytes;
+      b[c] = direct ? w_.panel(panel[c]) : out;
+      if (direct) continue;
+      if (w_.codes) {
+        decode_panel<V>(w_, panel[c], out);
+      } else if (w_.int4) {  // int4 layout (packed, or rows transposed into `out` first) -> int8 layout
+        const uint8_t* src = w_.panel(panel[c]);
+        if (w_.rows) {
+          transpose(panel[c], out + bytes / 2);  // the int4 panel is kp · 8 bytes: the upper half holds it
+          src = out + bytes / 2;
+        }
+        unpack_int4_panel(src, out);
+      } else if (w_.rows) {
+        transpose(panel[c], out);
+      } else {
+        std::memcpy(out, w_.panel(panel[c]), static_cast<size_t>(kp * kPanelCols));
+      }
+    }
+  }
+
+  // int4 panel layout -> int8 panel layout (int_pack.hpp): the 64 bytes of
+  // step k8 become step 2·k8 (low nibbles, w + 8) and step 2·k8 + 1 (high
+  // nibbles); the weight bias stays 8. In place from the upper half of out
+  // is safe: step k8 is read before steps 2·k8, 2·k8 + 1 (bytes 128·k8 ..)
+  // are written, and those lie below the upper half's step k8 + 1.
+  void unpack_int4_panel(const uint8_t* src, uint8_t* out) const {
+    using I = typename V::I;
+    constexpr int L = V::kLanes, H = 16 / L;
+    const I mask = V::set1b(0x0F);
+    for (int64_t k8 = 0; k8 < w_.kp / 8; ++k8) {
+      I v[H];
+      MIXQ_UNROLL
+      for (int h = 0; h < H; ++h) v[h] = V::loadi_a(src + k8 * 64 + 4 * L * h);
+      MIXQ_UNROLL
+      for (int h = 0; h < H; ++h) {
+        V::storei_a(out + 2 * k8 * 64 + 4 * L * h, V::andi(v[h], mask));
+        V::storei_a(out + (2 * k8 + 1) * 64 + 4 * L * h, V::andi(V::template srli16<4>(v[h]), mask));
+      }
+    }
+  }
+
+  // Large M on AMX tiles (amx_tiles.hpp): blocks of tokens as in
+  // forward_large, quantized as plain rows (ActLayout::tiles); per tile of P
+  // panels, every 32 tokens run a full K against 2 panels at a time
+  // (amx::gemm_32x32: 4 C tiles), then the common epilogue. The sums are
+  // the exact int32 dots of micro(), so the output is bit-identical.
+  void forward_large_amx(const float* x, int64_t m, float* y) const {
+    static_assert(P % 2 == 0, "gemm_32x32 takes panels in pairs");
+    const int64_t stride = tile_stride(w_.kp);
+    const int64_t by_cache = std::max<int64_t>(32, (T::kActBlockBytes / stride) / 32 * 32);
+    const int64_t threads = std::max(1, mixq::num_threads());
+    int64_t blocks = (m + by_cache - 1) / by_cache;
+    blocks = (blocks + threads - 1) / threads * threads;
+    const int64_t mc = ((m + blocks - 1) / blocks + 31) / 32 * 32;
+    const int64_t nblocks = (m + mc - 1) / mc;
+    util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
+      thread_local ActBlock blk;
+      thread_local std::vector<uint8_t> tile;
+      const size_t bytes = static_cast<size_t>(P * stride * kPanelCols);
+      if (tile.size() < bytes + 64) tile.resize(bytes + 64);
+      alignas(64) int32_t acc[32 * P * 16];
+      amx::configure();
+      for (int64_t bi = b0; bi < b1; ++bi) {
+        const int64_t row0 = bi * mc;
+        const int64_t rows = std::min(mc, m - row0);
+        prepare(x + row0 * w_.k, rows, blk, ActLayout::tiles);
+        for (int64_t q = 0; q < w_.panels / P; ++q) {
+          int64_t panel[P];
+          for (int c = 0; c < P; ++c) panel[c] = P * q + c;
+          const uint8_t* b[P];
+          tile_panels(panel, aligned64(tile.data()), b);
+          util::PhaseScope phase("integer GEMM + epilogue");
+          for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+            const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
+            prefetch_output(row0 + r0, mr, panel, y);
+            for (int c = 0; c < P; c += 2)
+              amx::gemm_32x32(blk.q.data() + blk.at + r0 * stride, stride, b[c], b[c + 1], stride / 64, acc + c * 16, P * 16);
+            epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
+          }
+        }
+      }
+      amx::release();
     });
   }
 

@@ -1,0 +1,37 @@
+#pragma once
+// AMX-INT8 tile operations for the integer GEMM (int_gemm_impl.hpp, kAmx).
+// Defined in amx_tiles.avx512amx.cpp, the one object compiled with
+// -mamx-tile -mamx-int8; call only where best_isa() is Isa::amx.
+//
+// Tile registers (one fixed configuration, rows × bytes per row):
+//   tmm0-3  C: 16 tokens × 16 columns of int32 (64 bytes)
+//   tmm4-5  A: 16 tokens × 64 k of signed codes, one token row each
+//   tmm6-7  B: 16 k-quads × 16 columns × 4 bytes, exactly 16 steps of a
+//           weight panel in the int8 layout (int_pack.hpp: step kk, byte
+//           4c + t = w[c][4kk + t] + 128): a B tile is 1 KiB of a panel.
+// tdpbsud multiplies signed A bytes by unsigned B bytes into exact int32
+// sums (wrapping like vpdpbusd), so the result is the VNNI kernels' sum.
+#include <cstdint>
+
+namespace mixq::kernels::x86::amx {
+
+// Loads the configuration above on the calling thread (each task of a pool
+// thread calls it first: another library on the thread may have changed it).
+void configure();
+// Returns the calling thread's tiles to their initial state.
+void release();
+
+// c[r][j] (int32, row stride ldc elements) = Σ_k a[r][k] · b_j[k] for
+// r < 32 (token rows of `a`, stride lda bytes) and the 32 columns j of the
+// panels b0 (columns 0-15) and b1 (16-31), over `chunks` chunks of 64 k.
+// a: 32 rows, each readable for 64·chunks bytes; b0, b1: 1 KiB per chunk.
+void gemm_32x32(const int8_t* a, int64_t lda, const uint8_t* b0, const uint8_t* b1, int64_t chunks, int32_t* c,
+                int64_t ldc);
+
+// The calibration loop: iters / 64 rounds of 12 tdpbsud (2·16·16·64 ops
+// each) on tiles that stay in registers (a tdpbsud takes ~16 cycles: 1/64
+// keeps the run as long as the vector loops' `iters`); configures and
+// releases the tiles.
+void peak_loop(long iters);
+
+}  // namespace mixq::kernels::x86::amx
