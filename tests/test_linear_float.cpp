@@ -106,7 +106,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(FloatPath{kernels::Isa::reference, kernels::FloatDot::fma, "ref"},
                       FloatPath{kernels::Isa::avx2, kernels::FloatDot::fma, "avx2"},
                       FloatPath{kernels::Isa::avx512, kernels::FloatDot::bf16, "avx512_bf16"},
-                      FloatPath{kernels::Isa::avx512, kernels::FloatDot::fma, "avx512_fma"}),
+                      FloatPath{kernels::Isa::avx512, kernels::FloatDot::fma, "avx512_fma"},
+                      FloatPath{kernels::Isa::amx, kernels::FloatDot::fma, "amx"}),
     [](const ::testing::TestParamInfo<FloatPath>& info) { return std::string(info.param.name); });
 
 // The kernel a layer must pick on the active path.
@@ -118,14 +119,16 @@ std::string expected_kernel(bool w4a4, bool unquantized, bool full_precision) {
   // NVFP4 W4A4's avx512 kernel also needs VBMI; without it the AVX2 one runs.
   if (w4a4) return !kernels::x86::nvfp4_avx512_supported() ? avx2 : "avx512";
   // Unquantized f32 panels and full-precision layers (x kept in f32) always
-  // run the FMA core.
-  return unquantized || full_precision || kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma"
-                                                                                         : "avx512_bf16";
+  // run the FMA core; FP8 / MXFP8 on an AMX machine run AMX-BF16 tiles.
+  if (unquantized || full_precision) return "avx512_fma";
+  if (isa == kernels::Isa::amx) return "amx_bf16";
+  return kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16";
 }
 
 TEST_P(LinearFloatIsa, FastMatchesReference) {
   const bool avx2 = GetParam().isa == kernels::Isa::avx2;
   const bool fma_core = avx2 || (GetParam().isa == kernels::Isa::avx512 && GetParam().dot == kernels::FloatDot::fma);
+  // (Isa::amx runs FP8 on bf16 tiles: the summation-order bound below.)
   for (const Case& c : kCases) {
     SCOPED_TRACE(name_of(c));
     auto s = build(c, 11);
@@ -194,6 +197,12 @@ TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
                            testing::missing_isa(kernels::Isa::avx512));
   const Case c{"float8_e4m3fn", false, 37, 70, 0};
   auto s = build(c, 5);
+  // On an AMX machine FP8 runs AMX-BF16 tiles whatever the dot choice.
+  if (testing::kernel_path("linear_float:amx_kernel_name", kernels::Isa::amx)) {
+    kernels::set_float_dot(kernels::FloatDot::fma);
+    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16");
+  }
+  kernels::set_isa(kernels::Isa::avx512);
   kernels::set_float_dot(kernels::FloatDot::bf16);
   auto bf = Linear::create(s->layer);
   kernels::set_float_dot(kernels::FloatDot::fma);
@@ -204,6 +213,8 @@ TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
   EXPECT_EQ(fm->kernel_name(), "avx512_fma");
   EXPECT_EQ(automatic->kernel_name(),
             kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16");
+  kernels::set_isa(kernels::best_isa());
+  kernels::set_float_dot(std::nullopt);
 }
 
 TEST(LinearFloat, AgreesWithFloatLinearOverDequantizedWeight) {

@@ -16,7 +16,7 @@ struct Features {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false, avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false;
-  bool amx_int8 = false;  // AMX-TILE + AMX-INT8, enabled by the OS and granted to this process
+  bool amx = false;  // AMX-TILE + AMX-INT8 + AMX-BF16, enabled by the OS and granted to this process
 };
 
 uint64_t xgetbv0() {
@@ -56,11 +56,11 @@ Features detect() {
   f.avx512bw = (b & (1u << 30)) && zmm_os;
   f.avx512vl = (b & (1u << 31)) && zmm_os;
   f.avx512vnni = (c & (1u << 11)) && zmm_os;
-  // AMX: CPUID.(7,0):EDX bits 24 (TILE) and 25 (INT8); XCR0 bits 17-18
+  // AMX: CPUID.(7,0):EDX bits 24 (TILE), 25 (INT8) and 22 (BF16); XCR0 bits 17-18
   // (XTILECFG, XTILEDATA) set by the OS; and Linux hands the 8 KiB tile
   // state to a process only after it asks (arch_prctl ARCH_REQ_XCOMP_PERM).
   const bool amx_os = (xcr0 & 0x60000) == 0x60000;
-  if ((d & (1u << 24)) && (d & (1u << 25)) && amx_os) f.amx_int8 = request_tile_state();
+  if ((d & (1u << 24)) && (d & (1u << 25)) && (d & (1u << 22)) && amx_os) f.amx = request_tile_state();
   __cpuid_count(7, 1, a, b, c, d);
   f.avx_vnni = (a & (1u << 4)) && ymm_os;
   f.avx512bf16 = (a & (1u << 5)) && zmm_os;
@@ -96,7 +96,7 @@ Isa best_isa() {
   const Features& f = features();
   const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
   if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni && f.avx512bf16)
-    return f.amx_int8 ? Isa::amx : Isa::avx512;
+    return f.amx ? Isa::amx : Isa::avx512;
   if (avx2) return Isa::avx2;
   return Isa::reference;
 }

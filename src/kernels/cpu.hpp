@@ -6,12 +6,13 @@
 
 namespace mixq::kernels {
 
-// amx: avx512 plus AMX-INT8 tiles (Sapphire Rapids and later), used by the
-// integer family's large-M GEMM; every other kernel runs its avx512 path.
+// amx: avx512 plus AMX-INT8 and AMX-BF16 tiles (Sapphire Rapids and later),
+// used by the large-M GEMMs of the integer family and of FP8 / MXFP8; every
+// other kernel runs its avx512 path.
 enum class Isa { reference = 0, avx2 = 1, avx512 = 2, amx = 3 };
 
 // The best path this CPU supports: avx512 needs AVX-512 F/BW/VL/DQ + VNNI + BF16,
-// amx also AMX-TILE + AMX-INT8 with the OS's permission;
+// amx also AMX-TILE + AMX-INT8 + AMX-BF16 with the OS's permission;
 // avx2 needs AVX2 + FMA + F16C (AVX-VNNI used when present).
 Isa best_isa();
 // The path in use: best_isa() unless limited by MIXQ_ISA or set_isa().

@@ -56,7 +56,11 @@ FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w,
   namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
   const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
-  fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
+  // AMX machines run FP8 / MXFP8 on bf16 tiles from kAmxRows rows up (and
+  // the vdpbf16ps core below that), whatever the FMA / vdpbf16ps probe says.
+  amx_ = path == FastPath::avx512 && fp8 && !f32_activations && kernels::active_isa() >= kernels::Isa::amx;
+  fma_ = path == FastPath::avx512 && !amx_ &&
+         (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
   const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
   if (in_place) {
     panels_ = x86::float_panels_in_place(type, w, row_bytes, n, k, pairs, block_scales);
@@ -78,14 +82,21 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   if (path_ == FastPath::avx512 && !fma_) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
+    // AMX tiles: rows of a multiple of 16 pairs, 64-byte aligned, m rounded
+    // up to 32 rows (x86::float_gemm_amx_bf16).
+    const bool tiles = amx_ && m >= kAmxRows;
+    const int64_t lda = tiles ? (w.steps + 15) / 16 * 16 : w.steps;
+    const int64_t rows = tiles ? (m + 31) / 32 * 32 : m;
     thread_local std::vector<uint32_t> a;  // kept between calls, as below
-    if (a.size() < static_cast<size_t>(m * w.steps)) a.resize(static_cast<size_t>(m * w.steps));
+    if (a.size() < static_cast<size_t>(rows * lda + 16)) a.resize(static_cast<size_t>(rows * lda + 16));
+    uint32_t* at = a.data() + (16 - reinterpret_cast<uintptr_t>(a.data()) % 64 / 4) % 16;
     {
       util::PhaseScope phase("prepare activations (bf16 pairs)");
-      x86::prepare_bf16_avx512(x, m, k, w.steps, prep, inv_scale, a.data());
+      x86::prepare_bf16_avx512(x, m, k, lda, prep, inv_scale, at);
     }
     util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
-    x86::float_gemm_avx512_bf16(a.data(), m, w, alpha, bias, y);
+    if (tiles) x86::float_gemm_amx_bf16(at, lda, m, w, alpha, bias, y);
+    else x86::float_gemm_avx512_bf16(at, m, w, alpha, bias, y);
     return;
   }
   const bool avx512 = path_ == FastPath::avx512;

@@ -34,7 +34,8 @@ bool full_precision(const Layer& layer);
 // (FP8 codes, E2M1 nibbles, bf16 / f16 / f32) and is decoded in the kernel.
 // avx512 runs FP8 / MXFP8 with quantized activations on the `vdpbf16ps` core
 // or on the f32-FMA core, as kernels::float_dot() says when the layer is
-// created (measured per process: the faster instruction on this core);
+// created (measured per process: the faster instruction on this core), and
+// on AMX machines (Isa::amx) on AMX-BF16 tiles for many rows;
 // everything else (unquantized, full precision) runs the FMA core. avx2 runs
 // its FMA core on f32 activations.
 class FloatGemm {
@@ -56,8 +57,9 @@ class FloatGemm {
             bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false,
             bool in_place = false);
   bool ready() const { return path_ != FastPath::none; }
-  // "avx512_bf16", "avx512_fma" or "avx2".
+  // "amx_bf16", "avx512_bf16", "avx512_fma" or "avx2".
   std::string_view name() const {
+    if (amx_) return "amx_bf16";
     return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
   }
   // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K;
@@ -71,6 +73,10 @@ class FloatGemm {
  private:
   FastPath path_ = FastPath::none;
   bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps
+  bool amx_ = false;  // FP8 / MXFP8 on an AMX machine: bf16 tiles from kAmxRows rows
+  // Rows from which the AMX core runs (below: the vdpbf16ps core, the same
+  // k-pair panels; the weights' read bounds those few rows anyway).
+  static constexpr int64_t kAmxRows = 32;
   kernels::x86::FloatPanels panels_;
 };
 

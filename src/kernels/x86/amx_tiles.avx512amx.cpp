@@ -59,6 +59,33 @@ void gemm_32x32(const int8_t* a, int64_t lda, const uint8_t* b0, const uint8_t* 
   _tile_stored(3, c + 16 * ldc + 16, stride);
 }
 
+void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1, int64_t chunks, float* c,
+                     int64_t ldc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const auto* a0 = static_cast<const uint8_t*>(a);
+  const uint8_t* a1 = a0 + 16 * lda;
+  const auto* w0 = static_cast<const uint8_t*>(b0);
+  const auto* w1 = static_cast<const uint8_t*>(b1);
+  for (int64_t i = 0; i < chunks; ++i) {
+    _tile_loadd(4, a0 + 64 * i, lda);
+    _tile_loadd(5, a1 + 64 * i, lda);
+    _tile_loadd(6, w0 + 1024 * i, 64);
+    _tile_loadd(7, w1 + 1024 * i, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  const int64_t stride = ldc * static_cast<int64_t>(sizeof(float));
+  _tile_stored(0, c, stride);
+  _tile_stored(1, c + 16, stride);
+  _tile_stored(2, c + 16 * ldc, stride);
+  _tile_stored(3, c + 16 * ldc + 16, stride);
+}
+
 void peak_loop(long iters) {
   configure();
   _tile_zero(0);

@@ -1,7 +1,8 @@
 #pragma once
-// AMX-INT8 tile operations for the integer GEMM (int_gemm_impl.hpp, kAmx).
-// Defined in amx_tiles.avx512amx.cpp, the one object compiled with
-// -mamx-tile -mamx-int8; call only where best_isa() is Isa::amx.
+// AMX tile operations for the integer GEMM (int_gemm_impl.hpp, kAmx) and
+// the FP8 / MXFP8 bf16 GEMM (float_gemm_amx.avx512.cpp). Defined in
+// amx_tiles.avx512amx.cpp, the one object compiled with -mamx-tile
+// -mamx-int8 -mamx-bf16; call only where best_isa() is Isa::amx.
 //
 // Tile registers (one fixed configuration, rows × bytes per row):
 //   tmm0-3  C: 16 tokens × 16 columns of int32 (64 bytes)
@@ -11,6 +12,8 @@
 //           4c + t = w[c][4kk + t] + 128): a B tile is 1 KiB of a panel.
 // tdpbsud multiplies signed A bytes by unsigned B bytes into exact int32
 // sums (wrapping like vpdpbusd), so the result is the VNNI kernels' sum.
+// bf16 uses the same shapes: A 16 tokens × 32 bf16 (16 k-pairs), B 16
+// k-pairs × 16 columns × [k, k+1], C 16 × 16 f32.
 #include <cstdint>
 
 namespace mixq::kernels::x86::amx {
@@ -27,6 +30,13 @@ void release();
 // a: 32 rows, each readable for 64·chunks bytes; b0, b1: 1 KiB per chunk.
 void gemm_32x32(const int8_t* a, int64_t lda, const uint8_t* b0, const uint8_t* b1, int64_t chunks, int32_t* c,
                 int64_t ldc);
+
+// The same blocking for bf16 (tdpbf16ps): a holds 32 token rows of bf16
+// k-pairs (stride lda bytes), b0 / b1 16 k-pair rows of 16 columns' pairs
+// per chunk (1 KiB), c f32. Products of bf16 values are exact; the f32
+// accumulation order inside a tile is the hardware's.
+void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1, int64_t chunks, float* c,
+                     int64_t ldc);
 
 // The calibration loop: iters / 64 rounds of 12 tdpbsud (2·16·16·64 ops
 // each) on tiles that stay in registers (a tdpbsud takes ~16 cycles: 1/64

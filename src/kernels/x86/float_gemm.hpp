@@ -102,6 +102,13 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
                             const float* bias, float* y);
 
+// AMX-BF16 core over the same `pairs` panels (Isa::amx; float_gemm_amx.avx512.cpp),
+// for many rows: a is bf16 pairs [m, lda] with lda a multiple of 16 (>=
+// w.steps, zero past them), rows 64-byte aligned and readable up to m
+// rounded up to 32 (the rows past m are never stored). y as above.
+void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
+                         const float* bias, float* y);
+
 // Activation preparation:
 //  - round: RNE of x to bf16 (AVX-512 only);
 //  - e4m3 / e5m2: the FP8 value of clamp(x·inv_scale, ±max), RNE (docs/FORMATS.md §3.1);

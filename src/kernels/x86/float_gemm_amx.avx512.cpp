@@ -1,0 +1,138 @@
+// The FP8 / MXFP8 GEMM on AMX-BF16 tiles (float_gemm.hpp, float_gemm_amx_bf16).
+//
+// Threads take blocks of token rows (their bf16 activations stay in L2, as
+// the integer kernels' blocks do). Per block and pair of weight panels, both
+// panels are decoded over the full K into a thread buffer of bf16 k-pair
+// rows, exactly as the vdpbf16ps core widens them in registers
+// (FloatIo<Avx512>::fp8_pairs, MXFP8 block scales multiplied in: exact), which
+// is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB per tile. Every
+// 32 rows of the block then run the whole K (amx::gemm_bf16_32x32) and the
+// epilogue y = alpha·acc (+ bias), mul then add. So the weight stays 1 byte
+// per element in memory; it is decoded once per block of rows.
+#include <algorithm>
+
+#include "kernels/x86/amx_tiles.hpp"
+#include "kernels/x86/float_gemm_impl.hpp"
+#include "mixq/threads.hpp"
+#include "util/parallel.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+// Activation rows per block: about 1 MiB of bf16 pairs, a multiple of 32.
+constexpr int64_t kBlockBytes = 1 << 20;
+
+// Panel p (steps [0, w.steps) of a packed or in-place weight) as bf16 k-pair
+// rows at out (steps rounded up to 16, zero past w.steps). `codes` is a
+// scratch of w.steps · 32 bytes for in-place weights; returns the rows whose
+// E4M3 codes hold a NaN there (in place only; packed weights list them).
+template <PanelType T>
+uint32_t decode_panel(const FloatPanels& w, int64_t p, uint8_t* codes, uint16_t* out) {
+  constexpr bool kE4m3 = T != PanelType::e5m2;
+  const int64_t row = w.row_bytes();  // 32
+  const uint8_t* src = w.data.data() + p * w.steps * row;
+  uint32_t nan_rows = 0;
+  if (w.in_place()) {
+    nan_rows = pack_panel_steps(w, p, 0, w.steps, codes);
+    src = codes;
+  }
+  alignas(64) float sc[32];
+  for (int64_t s = 0; s < w.steps; ++s) {
+    const float* scale = nullptr;
+    if constexpr (T == PanelType::mxfp8) {
+      if (s % 16 == 0) {  // a 32-block of k is 16 k-pair steps
+        const uint8_t* e = w.scales.data() + (p * w.blocks + s / 16) * 16;
+        for (int c = 0; c < 16; ++c) sc[2 * c] = sc[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+      }
+      scale = sc;
+    }
+    _mm512_store_si512(out + 32 * s, FloatIo<Avx512>::fp8_pairs<kE4m3>(src + s * row, scale));
+  }
+  const int64_t padded = (w.steps + 15) / 16 * 16;
+  std::memset(out + 32 * w.steps, 0, static_cast<size_t>((padded - w.steps) * 64));
+  return nan_rows;
+}
+
+template <PanelType T>
+void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
+             float* y, std::vector<std::vector<int64_t>>& found) {
+  const int64_t n = w.n, chunks = lda / 16, row_bytes = lda * 4;
+  const int64_t by_cache = std::max<int64_t>(32, kBlockBytes / row_bytes / 32 * 32);
+  const int64_t threads = std::max(1, mixq::num_threads());
+  int64_t blocks = (m + by_cache - 1) / by_cache;
+  blocks = (blocks + threads - 1) / threads * threads;
+  const int64_t mc = ((m + blocks - 1) / blocks + 31) / 32 * 32;
+  const int64_t nblocks = (m + mc - 1) / mc;
+  util::parallel_for(
+      nblocks, 1, [&](int chunks_of_work) { found.assign(static_cast<size_t>(chunks_of_work), {}); },
+      [&](int64_t b0, int64_t b1, int thread) {
+        thread_local std::vector<uint16_t> panels;  // two decoded panels, 64-byte aligned
+        thread_local std::vector<uint8_t> codes;    // in place: one panel's packed codes
+        const size_t panel_elems = static_cast<size_t>(chunks * 16 * 32);
+        if (panels.size() < 2 * panel_elems + 32) panels.resize(2 * panel_elems + 32);
+        if (w.in_place() && codes.size() < static_cast<size_t>(w.steps * 32)) codes.resize(static_cast<size_t>(w.steps * 32));
+        uint16_t* base = panels.data() + (32 - reinterpret_cast<uintptr_t>(panels.data()) % 64 / 2) % 32;
+        uint16_t* bp[2] = {base, base + panel_elems};
+        alignas(64) float acc[32 * 32];
+        std::vector<int64_t>& nan_columns = found[static_cast<size_t>(thread)];
+        amx::configure();
+        for (int64_t bi = b0; bi < b1; ++bi) {
+          const int64_t row0 = bi * mc, rows = std::min(mc, m - row0);
+          for (int64_t p = 0; p < w.panels; p += 2) {
+            for (int j = 0; j < 2; ++j) {
+              if (p + j >= w.panels) {
+                std::memset(bp[j], 0, panel_elems * 2);
+                continue;
+              }
+              const uint32_t nan_rows = decode_panel<T>(w, p + j, codes.data(), bp[j]);
+              if (bi == b0)
+                for (int c = 0; c < 16; ++c)
+                  if (nan_rows >> c & 1u) nan_columns.push_back((p + j) * 16 + c);
+            }
+            const int64_t cols = std::min<int64_t>(32, n - p * 16);
+            for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+              amx::gemm_bf16_32x32(a + (row0 + r0) * lda, row_bytes, bp[0], bp[1], chunks, acc, 32);
+              const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
+              const __m512 va = _mm512_set1_ps(alpha);
+              for (int r = 0; r < mr; ++r) {
+                float* yr = y + (row0 + r0 + r) * n + p * 16;
+                for (int h = 0; h < 2 && 16 * h < cols; ++h) {
+                  __m512 v = _mm512_mul_ps(_mm512_load_ps(acc + 32 * r + 16 * h), va);
+                  const __mmask16 mask = Avx512::mask(cols - 16 * h);
+                  if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias + p * 16 + 16 * h));
+                  _mm512_mask_storeu_ps(yr + 16 * h, mask, v);
+                }
+              }
+            }
+          }
+        }
+        amx::release();
+      });
+}
+
+}  // namespace
+
+void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
+                         const float* bias, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  if (!w.pairs) fail("float gemm: the AMX bf16 core needs k-pair FP8 panels");
+  if (lda % 16 != 0 || lda < w.steps || reinterpret_cast<uintptr_t>(a) % 64 != 0)
+    fail("float gemm: AMX activation rows must be 64-byte aligned multiples of 16 pairs >= {}", w.steps);
+  const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8;  // value·2^-8 (float_gemm.hpp)
+  const float al = scaled ? alpha * 256.0f : alpha;
+  std::vector<std::vector<int64_t>> found;
+  switch (w.type) {
+    case PanelType::e4m3: run_amx<PanelType::e4m3>(a, lda, m, w, al, bias, y, found); break;
+    case PanelType::e5m2: run_amx<PanelType::e5m2>(a, lda, m, w, al, bias, y, found); break;
+    case PanelType::mxfp8: run_amx<PanelType::mxfp8>(a, lda, m, w, al, bias, y, found); break;
+    default: fail("float gemm: the AMX bf16 core takes FP8 / MXFP8 panels");
+  }
+  auto set_nan = [&](int64_t c) {
+    for (int64_t r = 0; r < m; ++r) y[r * w.n + c] = std::numeric_limits<float>::quiet_NaN();
+  };
+  for (const int64_t c : w.nan_columns) set_nan(c);
+  for (const std::vector<int64_t>& columns : found)
+    for (const int64_t c : columns) set_nan(c);
+}
+
+}  // namespace mixq::kernels::x86
