@@ -15,7 +15,8 @@
 // kernels::set_float_dot: "avx512_bf16" (vdpbf16ps) against the bf16 dot
 // peak and "avx512_fma" (vfmadd231ps) against the f32 FMA peak; the layers'
 // automatic choice (a short probe, kernels::float_dot()) is printed in the
-// header.
+// header. On AMX machines the FP8 / MXFP8 rows also run on Isa::amx
+// ("amx_bf16": AMX-BF16 tiles from 32 rows, the vdpbf16ps core below).
 //
 // On every x86 machine (AVX2 too):
 //  - "FP8 vs f32": FP8 and MXFP8 layers at M = 4096 K = N = 3072 against the
@@ -172,6 +173,7 @@ struct FloatPathRun {
 };
 std::vector<FloatPathRun> float_paths() {
   std::vector<FloatPathRun> out;
+  if (kernels::best_isa() >= kernels::Isa::amx) out.push_back({kernels::Isa::amx, FloatDot::bf16});
   if (kernels::best_isa() >= kernels::Isa::avx512) {
     if (kernels::has_avx512_vnni_bf16()) out.push_back({kernels::Isa::avx512, FloatDot::bf16});
     out.push_back({kernels::Isa::avx512, FloatDot::fma});
@@ -269,7 +271,7 @@ int main(int argc, char** argv) {
   fp8_vs_f32(threads);
   std::printf("\n| format | shape | threads | kernel | time | packed bytes | weight stream | vs read bandwidth |\n|---|---|---|---|---|---|---|---|\n");
   fp8_streaming(threads, read_bw);
-  if (kernels::best_isa() != kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
+  if (kernels::best_isa() < kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
     std::printf("\n# no AVX-512 VNNI + BF16: the NVFP4 and peak-fraction tables need them; skipped\n");
     return 0;
   }
