@@ -158,6 +158,10 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
     const I qi = V::cvtr_where(ordered, qv);
     vsum = V::addi(vsum, qi);
     const I stored = low_x16 ? V::mullo(qi, x16) : qi;
+    if (slots == 1 && i + L <= kp) {  // a plain row: the L codes in place
+      V::store_i8(panel + i, stored);
+      continue;
+    }
     alignas(16) int32_t words[L / 4];
     V::store_i8(reinterpret_cast<int8_t*>(words), stored);
     const int64_t kk0 = i / 4;
