@@ -3,7 +3,7 @@
 The FLUX.1 transformer shape (hidden 3072 = 24 heads x 128, joint attention
 4096, pooled 768) with --double / --single blocks and random weights, stored
 as a bf16 checkpoint, quantized with recipes/flux-nvfp4-mlp-int8-convrot-attn.json
-by `mixq quantize`, then one forward (1024 image + 256 text tokens, batch 1)
+by `mixq quantize` (--recipe: another recipe, e.g. recipes/flux-fp8.json), then one forward (1024 image + 256 text tokens, batch 1)
 timed for each of:
 
   mixq          mixq.torch.load_quantized, float32 activations
@@ -36,7 +36,7 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-RECIPE = ROOT / "recipes/flux-nvfp4-mlp-int8-convrot-attn.json"
+RECIPE = ROOT / "recipes/flux-nvfp4-mlp-int8-convrot-attn.json"  # the default --recipe
 CONFIGS = ["baseline", "mixq", "ck-eager", "ck-mixq", "torch-f32", "torch-bf16"]
 
 
@@ -129,7 +129,8 @@ def prepare(args, work: pathlib.Path, cli: str):
 
     tag = f"h{args.hidden}-d{args.double}-s{args.single}"
     stamp = work / "config.json"
-    if stamp.exists() and json.loads(stamp.read_text()) == {"tag": tag, "recipe": RECIPE.read_text()}:
+    recipe = pathlib.Path(args.recipe)
+    if stamp.exists() and json.loads(stamp.read_text()) == {"tag": tag, "recipe": recipe.read_text()}:
         return
     from diffusers import FluxTransformer2DModel
 
@@ -146,8 +147,8 @@ def prepare(args, work: pathlib.Path, cli: str):
     mixq.save_file(work / "flux-bf16.safetensors", {k: v.contiguous() for k, v in model.state_dict().items()})
     del model
     subprocess.run([cli, "quantize", str(work / "flux-bf16.safetensors"), "-o", str(work / "flux-mixed.safetensors"),
-                    "--recipe", str(RECIPE)], check=True)
-    stamp.write_text(json.dumps({"tag": tag, "recipe": RECIPE.read_text()}))
+                    "--recipe", str(recipe)], check=True)
+    stamp.write_text(json.dumps({"tag": tag, "recipe": recipe.read_text()}))
 
 
 def mib(n: float) -> str:
@@ -191,7 +192,8 @@ def main() -> int:
     p.add_argument("--text-tokens", type=int, default=256)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=2, help="timed forwards after one warm-up")
-    p.add_argument("--dir", default=str(ROOT / "build/bench-flux"))
+    p.add_argument("--recipe", default=str(RECIPE), help="quantization recipe (recipes/*.json)")
+    p.add_argument("--dir", default=None, help="work folder (default build/bench-flux, or build/bench-flux-<recipe>)")
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--mixq-cli", default=os.environ.get("MIXQ_CLI", str(ROOT / "build/release/bin/mixq")))
     p.add_argument("--json", help="also write the results here")
@@ -200,6 +202,9 @@ def main() -> int:
     if args.worker:
         print("RESULT " + json.dumps(worker(args)), flush=True)
         return 0
+    if args.dir is None:
+        stem = pathlib.Path(args.recipe).stem
+        args.dir = str(ROOT / ("build/bench-flux" if pathlib.Path(args.recipe) == RECIPE else f"build/bench-flux-{stem}"))
     work = pathlib.Path(args.dir)
     work.mkdir(parents=True, exist_ok=True)
     prepare(args, work, args.mixq_cli)
