@@ -50,15 +50,16 @@ class SvdquantLinear final : public Linear {
         prefix_(layer.prefix),
         packed_(std::move(packed)),
         path_(path),
-        vnni_(path == FastPath::avx2 && kernels::cpu_has_avx_vnni()) {}
+        vnni_(path == FastPath::avx2 && kernels::cpu_has_avx_vnni()),
+        amx_(path == FastPath::avx512 && kernels::active_isa() >= kernels::Isa::amx) {}
   void forward(const float* x, int64_t m, float* y) const override {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
     if (m == 0) return;
-    if (path_ == FastPath::avx512) kernels::x86::svdquant_avx512(packed_, x, m, y);
+    if (path_ == FastPath::avx512) kernels::x86::svdquant_avx512(packed_, x, m, y, amx_);
     else kernels::x86::svdquant_avx2(packed_, x, m, y, vnni_);
   }
   std::string_view kernel_name() const override {
-    if (path_ == FastPath::avx512) return "svdquant:avx512_vnni";
+    if (path_ == FastPath::avx512) return amx_ ? "svdquant:avx512_amx" : "svdquant:avx512_vnni";
     return vnni_ ? "svdquant:avx2_vnni" : "svdquant:avx2";
   }
   std::optional<int64_t> packed_bytes() const override { return packed_.bytes(); }
@@ -68,6 +69,7 @@ class SvdquantLinear final : public Linear {
   kernels::x86::SvdquantPacked packed_;
   FastPath path_;
   bool vnni_;  // AVX2 path: vpdpbusd ymm (AVX-VNNI) rather than vpmaddubsw
+  bool amx_;   // AVX-512 path with its many-row group dots on AMX tiles (Isa::amx)
 };
 
 // A float tensor's bytes at its stored width, in the natural layout: a

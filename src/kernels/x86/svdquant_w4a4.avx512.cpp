@@ -4,8 +4,8 @@
 
 namespace mixq::kernels::x86 {
 
-void svdquant_avx512(const SvdquantPacked& pk, const float* x, int64_t m, float* y) {
-  svdquant_forward<Avx512>(pk, x, m, y);
+void svdquant_avx512(const SvdquantPacked& pk, const float* x, int64_t m, float* y, bool amx) {
+  svdquant_forward<Avx512>(pk, x, m, y, amx);
 }
 
 }  // namespace mixq::kernels::x86

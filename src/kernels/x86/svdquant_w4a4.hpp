@@ -71,13 +71,19 @@ SvdquantPacked svdquant_pack(const SvdquantWeights& w);
 struct SvdquantActs {
   SvdquantActs(const SvdquantPacked& w, int64_t m);
   int64_t m = 0, k = 0, groups = 0, rank = 0;
-  std::vector<int8_t> codes;   // [M][K] signed codes qa (-7..7, or 0..15 when act_unsigned)
+  // [M][K] signed codes qa (-7..7, or 0..15 when act_unsigned) from q(), 64-byte
+  // aligned (an AMX A tile row is one cache line).
+  std::vector<int8_t> codes;
+  size_t at = 0;
+  int8_t* q() { return codes.data() + at; }
+  const int8_t* q() const { return codes.data() + at; }
   std::vector<float> scales;   // [M][groups]
   std::vector<int32_t> sums;   // [M][groups] Σ qa
   std::vector<float> lora;     // [M][R] x·proj_down
 };
-// Requires AVX-512 VNNI.
-void svdquant_avx512(const SvdquantPacked& packed, const float* x, int64_t m, float* y);
+// Requires AVX-512 VNNI. amx (only where best_isa() is Isa::amx): more than
+// 16 rows run their group dots on AMX-INT8 tiles (the same bits).
+void svdquant_avx512(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool amx = false);
 // Requires AVX2 (+ AVX-VNNI when `avx_vnni`; vpmaddubsw otherwise). Same packing.
 void svdquant_avx2(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool avx_vnni);
 // The AVX-VNNI variant (svdquant_w4a4.avxvnni.cpp); svdquant_avx2 calls it.

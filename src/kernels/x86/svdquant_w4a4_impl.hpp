@@ -20,6 +20,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
+#include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 
@@ -108,6 +109,30 @@ void lora_down_rows(const float* x, int64_t k, const StoredView& proj_down, int6
   }
 }
 
+// y for rows [m0, m0+R) of the U column vectors from panel p0 on: (main +
+// lora·proj_upᵀ) + bias, the low-rank sum in r order.
+template <class V, int R, int U>
+void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
+            const typename V::F (&out)[R][U], float* y) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes;
+  const int64_t np = pk.panels * 16;
+  const StoredView proj_up_t(pk.proj_up_t);
+  for (int u = 0; u < U; ++u) {
+    const int64_t col = p0 * 16 + L * u;
+    const typename V::M mask = V::mask(pk.n - col);
+    for (int r = 0; r < R; ++r) {
+      const float* lora = a.lora.data() + (m0 + r) * a.rank;
+      F low = V::zero();
+      for (int64_t j = 0; j < a.rank; ++j)
+        low = V::add(low, V::mul(V::set1(lora[j]), proj_up_t.load<V>(j * np + col)));
+      F v = V::add(out[r][u], low);
+      if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
+      V::store(y + (m0 + r) * pk.n + col, mask, v);
+    }
+  }
+}
+
 // Rows [m0, m0+R) × panels [p0, p0+CB): U = CB·16/kLanes vectors of columns,
 // vector u covering columns 16·p0 + kLanes·u.
 template <class V, int R, int CB>
@@ -117,7 +142,7 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
   constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
   const int64_t k8 = pk.k / 8, np = pk.panels * 16, groups = a.groups;
   const I low4 = V::set1b(0x0F);
-  const StoredView wscale(pk.wscale), proj_up_t(pk.proj_up_t);
+  const StoredView wscale(pk.wscale);
   F out[R][U];
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) out[r][u] = V::zero();
@@ -133,7 +158,7 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
         hi[u] = V::andi(V::template srli<4>(v), low4);
       }
       for (int r = 0; r < R; ++r) {
-        const int8_t* codes = a.codes.data() + (m0 + r) * a.k + o * 8;
+        const int8_t* codes = a.q() + (m0 + r) * a.k + o * 8;
         const I a0 = V::bcast4(codes), a1 = V::bcast4(codes + 4);
         for (int u = 0; u < U; ++u) {  // weight offsets 0..15 (unsigned) · qa -8..15 (signed)
           acc[r][u] = V::dot4_small(acc[r][u], lo[u], a0);
@@ -153,19 +178,56 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       }
     }
   }
-  // y = (main + lora·proj_upᵀ) + bias, the low-rank sum in r order.
-  for (int u = 0; u < U; ++u) {
-    const int64_t col = p0 * 16 + L * u;
-    const typename V::M mask = V::mask(pk.n - col);
-    for (int r = 0; r < R; ++r) {
-      const float* lora = a.lora.data() + (m0 + r) * a.rank;
-      F low = V::zero();
-      for (int64_t j = 0; j < a.rank; ++j)
-        low = V::add(low, V::mul(V::set1(lora[j]), proj_up_t.load<V>(j * np + col)));
-      F v = V::add(out[r][u], low);
-      if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
-      V::store(y + (m0 + r) * pk.n + col, mask, v);
+  finish<V, R, U>(pk, a, m0, p0, out, y);
+}
+
+// AMX-INT8 (Isa::amx, AVX-512 only): rows [m0, m0 + 16) × panel p, whose
+// weights `b` are unpacked to the int8 panel layout (unpack_panel). The
+// group dots come from amx::group_dots in chunks of kAmxGroups groups (the
+// next chunk issued before the current one is consumed, so the tiles work
+// while the vectors do); every group then goes through exactly block()'s
+// fp32 operations, in group order: the same bits.
+constexpr int64_t kAmxGroups = 8;
+template <class V>
+void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p, const uint8_t* b, float* y) {
+  using F = typename V::F;
+  using I = typename V::I;
+  static_assert(V::kLanes == 16, "one zmm per panel row");
+  const int64_t np = pk.panels * 16, groups = a.groups, col = p * 16;
+  const StoredView wscale(pk.wscale);
+  F out[16][1];
+  for (int r = 0; r < 16; ++r) out[r][0] = V::zero();
+  alignas(64) int32_t dots[2][kAmxGroups * 256];
+  const int8_t* rows = a.q() + m0 * a.k;
+  amx::group_dots(rows, a.k, b, 0, std::min(kAmxGroups, groups), dots[0]);
+  for (int64_t g0 = 0, cur = 0; g0 < groups; g0 += kAmxGroups, cur ^= 1) {
+    if (g0 + kAmxGroups < groups)
+      amx::group_dots(rows, a.k, b, g0 + kAmxGroups, std::min(kAmxGroups, groups - g0 - kAmxGroups), dots[cur ^ 1]);
+    for (int64_t g = g0; g < std::min(groups, g0 + kAmxGroups); ++g) {
+      const F ws = wscale.load<V>(g * np + col);
+      const int32_t* c = dots[cur] + (g - g0) * 256;
+      for (int r = 0; r < 16; ++r) {
+        const int64_t row = m0 + r;
+        const I dot = V::subi(V::loadi_a(c + 16 * r), V::set1i(8 * a.sums[row * groups + g]));
+        const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
+        out[r][0] = V::add(out[r][0], V::mul(V::cvt(dot), sc));
+      }
     }
+  }
+  finish<V, 16, 1>(pk, a, m0, p, out, y);
+}
+
+// Panel p's packed weight (4-bit offsets, k-octet rows) as the int8 panel
+// layout of the AMX B tiles (amx_tiles.hpp): octet o's 64 bytes give step 2o
+// (low nibbles: k = 8o .. 8o+3 per column) and step 2o + 1 (high nibbles).
+template <class V>
+void unpack_panel(const SvdquantPacked& pk, int64_t p, uint8_t* out) {
+  const typename V::I low4 = V::set1b(0x0F);
+  const int64_t k8 = pk.k / 8;
+  for (int64_t o = 0; o < k8; ++o) {
+    const typename V::I v = V::loadi(pk.weight.data() + (p * k8 + o) * 16);
+    V::storei_a(out + 128 * o, V::andi(v, low4));
+    V::storei_a(out + 128 * o + 64, V::andi(V::template srli<4>(v), low4));
   }
 }
 
@@ -199,11 +261,27 @@ void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64
   }
 }
 
+// Rows [m_begin, m_end) on AMX: panels outer (each unpacked once into this
+// thread's buffer), 16-row tiles inner, the rows left over by block().
+template <class V>
+void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, float* y) {
+  thread_local std::vector<uint8_t> buffer;
+  const size_t bytes = static_cast<size_t>(pk.k * 16);
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  uint8_t* b = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  const int64_t tiles_end = m_begin + (m_end - m_begin) / 16 * 16;
+  for (int64_t p = 0; p < pk.panels; ++p) {
+    unpack_panel<V>(pk, p, b);
+    for (int64_t m = m_begin; m < tiles_end; m += 16) block_amx<V>(pk, a, m, p, b, y);
+    if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, y);
+  }
+}
+
 // The whole linear; always inlined into its one per-target entry point, so
 // each target compiles it as one function.
 template <class V>
 __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked& pk, const float* x, int64_t m,
-                                                            float* y) {
+                                                            float* y, bool amx = false) {
   SvdquantActs a(pk, m);
   const StoredView smooth(pk.smooth), proj_down(pk.proj_down);
   const int64_t k = pk.k, rank = pk.rank;
@@ -211,7 +289,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   util::parallel_for(m, 4, [&](int64_t begin, int64_t end, int) {
     std::vector<float> tmp(k);
     for (int64_t r = begin; r < end; ++r)
-      quantize_act_row<V>(x + r * k, smooth, k, pk.act_unsigned, tmp.data(), a.codes.data() + r * k,
+      quantize_act_row<V>(x + r * k, smooth, k, pk.act_unsigned, tmp.data(), a.q() + r * k,
                           a.scales.data() + r * a.groups, a.sums.data() + r * a.groups);
     int64_t r = begin;
     for (; r + 4 <= end; r += 4)
@@ -227,6 +305,17 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
     util::parallel_for(groups, 1, [&](int64_t begin, int64_t end, int) {
       run<V>(pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), y);
     });
+  } else if (amx) {
+    if constexpr (V::kLanes == 16) {
+      // Row chunks of kAmxRowChunk (their codes stay in L2 while every panel,
+      // unpacked once per chunk, passes over them).
+      constexpr int64_t kAmxRowChunk = 256;
+      util::parallel_for((m + kAmxRowChunk - 1) / kAmxRowChunk, 1, [&](int64_t begin, int64_t end, int) {
+        amx::configure();
+        for (int64_t b = begin; b < end; ++b) run_amx<V>(pk, a, b * kAmxRowChunk, std::min(m, (b + 1) * kAmxRowChunk), y);
+        amx::release();
+      });
+    }
   } else {
     util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b)

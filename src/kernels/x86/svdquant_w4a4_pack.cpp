@@ -1,13 +1,16 @@
 // Weight packing for the SVDQuant kernels (layout in svdquant_w4a4.hpp).
 #include "kernels/x86/svdquant_w4a4.hpp"
 
+#include <cstdint>
+
 #include <utility>
 
 namespace mixq::kernels::x86 {
 
 SvdquantActs::SvdquantActs(const SvdquantPacked& w, int64_t rows)
     : m(rows), k(w.k), groups(w.k / 64), rank(w.rank) {
-  codes.resize(static_cast<size_t>(m * k));
+  codes.resize(static_cast<size_t>(m * k) + 64);
+  at = (64 - reinterpret_cast<uintptr_t>(codes.data()) % 64) % 64;
   scales.resize(static_cast<size_t>(m * groups));
   sums.resize(scales.size());
   lora.resize(static_cast<size_t>(m * rank));
