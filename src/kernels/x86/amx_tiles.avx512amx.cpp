@@ -86,33 +86,6 @@ void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1,
   _tile_stored(3, c + 16 * ldc + 16, stride);
 }
 
-void group_dots(const int8_t* a, int64_t lda, const uint8_t* b, int64_t g0, int64_t count, int32_t* c) {
-  // Two groups per round in two tile sets (C 0/1, A 4/5, B 6/7), so one
-  // group's product runs while the other's is stored.
-  int64_t i = 0;
-  for (; i + 2 <= count; i += 2) {
-    const int64_t g = g0 + i;
-    _tile_loadd(4, a + 64 * g, lda);
-    _tile_loadd(6, b + 1024 * g, 64);
-    _tile_zero(0);
-    _tile_dpbsud(0, 4, 6);
-    _tile_loadd(5, a + 64 * (g + 1), lda);
-    _tile_loadd(7, b + 1024 * (g + 1), 64);
-    _tile_zero(1);
-    _tile_dpbsud(1, 5, 7);
-    _tile_stored(0, c + 256 * i, 64);
-    _tile_stored(1, c + 256 * (i + 1), 64);
-  }
-  if (i < count) {
-    const int64_t g = g0 + i;
-    _tile_loadd(4, a + 64 * g, lda);
-    _tile_loadd(6, b + 1024 * g, 64);
-    _tile_zero(0);
-    _tile_dpbsud(0, 4, 6);
-    _tile_stored(0, c + 256 * i, 64);
-  }
-}
-
 void peak_loop(long iters) {
   configure();
   _tile_zero(0);

@@ -38,12 +38,6 @@ void gemm_32x32(const int8_t* a, int64_t lda, const uint8_t* b0, const uint8_t* 
 void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1, int64_t chunks, float* c,
                      int64_t ldc);
 
-// SVDQuant W4A4 group dots (svdquant_w4a4_impl.hpp), in the configuration
-// of configure(): c[g - g0][r][j] (int32, 256 per group, stride 64 bytes)
-// = Σ_{t<64} a[r·lda + 64·g + t] · b[g][t][j] for groups g0 .. g0 + count,
-// 16 token rows of `a` against one int8-layout panel b (1 KiB per group).
-void group_dots(const int8_t* a, int64_t lda, const uint8_t* b, int64_t g0, int64_t count, int32_t* c);
-
 // The calibration loop: iters / 64 rounds of 12 tdpbsud (2·16·16·64 ops
 // each) on tiles that stay in registers (a tdpbsud takes ~16 cycles: 1/64
 // keeps the run as long as the vector loops' `iters`); configures and

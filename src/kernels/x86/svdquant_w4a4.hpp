@@ -86,6 +86,10 @@ struct SvdquantActs {
 void svdquant_avx512(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool amx = false);
 // Requires AVX2 (+ AVX-VNNI when `avx_vnni`; vpmaddubsw otherwise). Same packing.
 void svdquant_avx2(const SvdquantPacked& packed, const float* x, int64_t m, float* y, bool avx_vnni);
+// Rows [m_begin, m_end) of the AVX-512 kernel on AMX tiles
+// (svdquant_amx.avx512amx.cpp); svdquant_avx512 calls it when `amx`.
+void svdquant_amx_rows(const SvdquantPacked& packed, const SvdquantActs& acts, int64_t m_begin, int64_t m_end,
+                       float* y);
 // The AVX-VNNI variant (svdquant_w4a4.avxvnni.cpp); svdquant_avx2 calls it.
 void svdquant_avx_vnni(const SvdquantPacked& packed, const float* x, int64_t m, float* y);
 

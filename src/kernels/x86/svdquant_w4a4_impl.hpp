@@ -20,7 +20,6 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
-#include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 
@@ -181,41 +180,59 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
   finish<V, R, U>(pk, a, m0, p0, out, y);
 }
 
-// AMX-INT8 (Isa::amx, AVX-512 only): rows [m0, m0 + 16) × panel p, whose
-// weights `b` are unpacked to the int8 panel layout (unpack_panel). The
-// group dots come from amx::group_dots in chunks of kAmxGroups groups (the
-// next chunk issued before the current one is consumed, so the tiles work
-// while the vectors do); every group then goes through exactly block()'s
-// fp32 operations, in group order: the same bits.
-constexpr int64_t kAmxGroups = 8;
+#if defined(__AMX_INT8__)
+// AMX-INT8 (Isa::amx; compiled only into svdquant_amx.avx512amx.cpp): rows
+// [m0, m0 + 16) × panel p, whose weights `b` are unpacked to the int8 panel
+// layout (unpack_panel). Per 64-group one tdpbsud gives the 16 × 16 exact
+// group dots into a small buffer; the next group's tile work is issued before
+// this group's vector epilogue (two tile sets: C 0/1, A 4/5, B 6/7), so the
+// tiles work while the vectors do. Every group then goes through exactly
+// block()'s fp32 operations, in group order: the same bits.
+constexpr int64_t kAhead = 1;  // groups issued ahead of the epilogue
 template <class V>
 void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p, const uint8_t* b, float* y) {
   using F = typename V::F;
   using I = typename V::I;
   static_assert(V::kLanes == 16, "one zmm per panel row");
-  const int64_t np = pk.panels * 16, groups = a.groups, col = p * 16;
+  const int64_t np = pk.panels * 16, groups = a.groups, col = p * 16, lda = a.k;
   const StoredView wscale(pk.wscale);
   F out[16][1];
+  MIXQ_UNROLL
   for (int r = 0; r < 16; ++r) out[r][0] = V::zero();
-  alignas(64) int32_t dots[2][kAmxGroups * 256];
-  const int8_t* rows = a.q() + m0 * a.k;
-  amx::group_dots(rows, a.k, b, 0, std::min(kAmxGroups, groups), dots[0]);
-  for (int64_t g0 = 0, cur = 0; g0 < groups; g0 += kAmxGroups, cur ^= 1) {
-    if (g0 + kAmxGroups < groups)
-      amx::group_dots(rows, a.k, b, g0 + kAmxGroups, std::min(kAmxGroups, groups - g0 - kAmxGroups), dots[cur ^ 1]);
-    for (int64_t g = g0; g < std::min(groups, g0 + kAmxGroups); ++g) {
-      const F ws = wscale.load<V>(g * np + col);
-      const int32_t* c = dots[cur] + (g - g0) * 256;
-      for (int r = 0; r < 16; ++r) {
-        const int64_t row = m0 + r;
-        const I dot = V::subi(V::loadi_a(c + 16 * r), V::set1i(8 * a.sums[row * groups + g]));
-        const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
-        out[r][0] = V::add(out[r][0], V::mul(V::cvt(dot), sc));
-      }
+  alignas(64) int32_t dots[kAhead + 1][256];
+  const int8_t* rows = a.q() + m0 * lda;
+  auto issue = [&](int64_t g) {  // group g's dots into dots[g % (kAhead + 1)]
+    int32_t* c = dots[g % (kAhead + 1)];
+    if (g % 2 == 0) {
+      _tile_loadd(4, rows + 64 * g, lda);
+      _tile_loadd(6, b + 1024 * g, 64);
+      _tile_zero(0);
+      _tile_dpbsud(0, 4, 6);
+      _tile_stored(0, c, 64);
+    } else {
+      _tile_loadd(5, rows + 64 * g, lda);
+      _tile_loadd(7, b + 1024 * g, 64);
+      _tile_zero(1);
+      _tile_dpbsud(1, 5, 7);
+      _tile_stored(1, c, 64);
+    }
+  };
+  for (int64_t g = 0; g < std::min(kAhead, groups); ++g) issue(g);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (g + kAhead < groups) issue(g + kAhead);
+    const F ws = wscale.load<V>(g * np + col);
+    const int32_t* c = dots[g % (kAhead + 1)];
+    MIXQ_UNROLL
+    for (int r = 0; r < 16; ++r) {
+      const int64_t row = m0 + r;
+      const I dot = V::subi(V::loadi_a(c + 16 * r), V::set1i(8 * a.sums[row * groups + g]));
+      const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
+      out[r][0] = V::add(out[r][0], V::mul(V::cvt(dot), sc));
     }
   }
   finish<V, 16, 1>(pk, a, m0, p, out, y);
 }
+#endif
 
 // Panel p's packed weight (4-bit offsets, k-octet rows) as the int8 panel
 // layout of the AMX B tiles (amx_tiles.hpp): octet o's 64 bytes give step 2o
@@ -261,6 +278,7 @@ void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64
   }
 }
 
+#if defined(__AMX_INT8__)
 // Rows [m_begin, m_end) on AMX: panels outer (each unpacked once into this
 // thread's buffer), 16-row tiles inner, the rows left over by block().
 template <class V>
@@ -276,6 +294,7 @@ void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, i
     if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, y);
   }
 }
+#endif
 
 // The whole linear; always inlined into its one per-target entry point, so
 // each target compiles it as one function.
@@ -311,9 +330,8 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
       // unpacked once per chunk, passes over them).
       constexpr int64_t kAmxRowChunk = 256;
       util::parallel_for((m + kAmxRowChunk - 1) / kAmxRowChunk, 1, [&](int64_t begin, int64_t end, int) {
-        amx::configure();
-        for (int64_t b = begin; b < end; ++b) run_amx<V>(pk, a, b * kAmxRowChunk, std::min(m, (b + 1) * kAmxRowChunk), y);
-        amx::release();
+        for (int64_t b = begin; b < end; ++b)
+          svdquant_amx_rows(pk, a, b * kAmxRowChunk, std::min(m, (b + 1) * kAmxRowChunk), y);
       });
     }
   } else {
