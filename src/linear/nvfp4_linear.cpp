@@ -106,7 +106,11 @@ class Nvfp4Linear final : public FloatLinear {
       kernels::ref::nvfp4_w4a4(x, m, k, w, n, input_scale_, pqs, bias, y);
       return;
     }
-    kernels::x86::Nvfp4Activation act;
+    // Kept by the calling thread between calls (grow-only), as FloatGemm keeps
+    // its activations: a fresh one per call (12 MB of codes at M = 4096,
+    // K = 3072) paid its page faults and zero fill every time. The
+    // quantizer writes every code, scale and compensation.
+    thread_local kernels::x86::Nvfp4Activation act;
     {
       util::PhaseScope phase("quantize activations (NVFP4 blocks)");
       if (w4a4_ == FastPath::avx512)

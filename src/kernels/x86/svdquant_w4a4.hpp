@@ -69,7 +69,11 @@ SvdquantPacked svdquant_pack(const SvdquantWeights& w);
 
 // Per-call quantized activations of m rows (sized by the constructor).
 struct SvdquantActs {
-  SvdquantActs(const SvdquantPacked& w, int64_t m);
+  SvdquantActs() = default;
+  SvdquantActs(const SvdquantPacked& w, int64_t m) { size_for(w, m); }
+  // Sizes every buffer for m rows of w (capacity is kept: a thread reuses one
+  // across calls; the kernels write every element before reading it).
+  void size_for(const SvdquantPacked& w, int64_t m);
   int64_t m = 0, k = 0, groups = 0, rank = 0;
   // [M][K] signed codes qa (-7..7, or 0..15 when act_unsigned) from q(), 64-byte
   // aligned (an AMX A tile row is one cache line).

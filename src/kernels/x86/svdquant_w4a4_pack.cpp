@@ -7,8 +7,11 @@
 
 namespace mixq::kernels::x86 {
 
-SvdquantActs::SvdquantActs(const SvdquantPacked& w, int64_t rows)
-    : m(rows), k(w.k), groups(w.k / 64), rank(w.rank) {
+void SvdquantActs::size_for(const SvdquantPacked& w, int64_t rows) {
+  m = rows;
+  k = w.k;
+  groups = w.k / 64;
+  rank = w.rank;
   codes.resize(static_cast<size_t>(m * k) + 64);
   at = (64 - reinterpret_cast<uintptr_t>(codes.data()) % 64) % 64;
   scales.resize(static_cast<size_t>(m * groups));
