@@ -180,8 +180,9 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
   finish<V, R, U>(pk, a, m0, p0, out, y);
 }
 
-#if defined(__AMX_INT8__)
-// AMX-INT8 (Isa::amx; compiled only into svdquant_amx.avx512amx.cpp): rows
+#if defined(MIXQ_SVDQUANT_AMX)
+// AMX-INT8 (Isa::amx; compiled only into svdquant_amx.avx512amx.cpp, which
+// defines MIXQ_SVDQUANT_AMX and has the AMX flags): rows
 // [m0, m0 + 16) × panel p, whose weights `b` are unpacked to the int8 panel
 // layout (unpack_panel). Per 64-group one tdpbsud gives the 16 × 16 exact
 // group dots into a small buffer; the next group's tile work is issued before
@@ -278,7 +279,7 @@ void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64
   }
 }
 
-#if defined(__AMX_INT8__)
+#if defined(MIXQ_SVDQUANT_AMX)
 // Rows [m_begin, m_end) on AMX: panels outer (each unpacked once into this
 // thread's buffer), 16-row tiles inner, the rows left over by block().
 template <class V>
