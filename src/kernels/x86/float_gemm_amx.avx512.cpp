@@ -30,12 +30,9 @@ template <PanelType T>
 uint32_t decode_panel(const FloatPanels& w, int64_t p, uint8_t* codes, uint16_t* out) {
   constexpr bool kE4m3 = T != PanelType::e5m2;
   const int64_t row = w.row_bytes();  // 32
-  const uint8_t* src = w.data.data() + p * w.steps * row;
   uint32_t nan_rows = 0;
-  if (w.in_place()) {
-    nan_rows = pack_panel_steps(w, p, 0, w.steps, codes);
-    src = codes;
-  }
+  if (w.in_place()) nan_rows = pack_panel_steps(w, p, 0, w.steps, codes);
+  const uint8_t* src = w.in_place() ? codes : w.data.data() + p * w.steps * row;
   alignas(64) float sc[32];
   for (int64_t s = 0; s < w.steps; ++s) {
     const float* scale = nullptr;

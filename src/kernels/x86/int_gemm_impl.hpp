@@ -804,12 +804,8 @@ class SimdIntKernel final : public IntKernel {
       if (w_.codes) {
         decode_panel<V>(w_, panel[c], out);
       } else if (w_.int4) {  // int4 layout (packed, or rows transposed into `out` first) -> int8 layout
-        const uint8_t* src = w_.panel(panel[c]);
-        if (w_.rows) {
-          transpose(panel[c], out + bytes / 2);  // the int4 panel is kp · 8 bytes: the upper half holds it
-          src = out + bytes / 2;
-        }
-        unpack_int4_panel(src, out);
+        if (w_.rows) transpose(panel[c], out + bytes / 2);  // the int4 panel is kp · 8 bytes: the upper half holds it
+        unpack_int4_panel(w_.rows ? out + bytes / 2 : w_.panel(panel[c]), out);
       } else if (w_.rows) {
         transpose(panel[c], out);
       } else {
