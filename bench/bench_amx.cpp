@@ -1,0 +1,95 @@
+// What bounds the AMX kernels (BENCHMARKS.md "Issue 14 on AMX"), on one
+// thread, as rerunnable switches instead of loose experiments:
+//  - tdpbsud time by the K of its tiles (16 / 32 / 64 bytes per A row): the
+//    instruction takes the same time whatever K, which is why NVFP4's
+//    16-element blocks stay on VNNI;
+//  - the integer GEMM's 2×2 tile block (amx::gemm_32x32, the library's own)
+//    with its operands in L1, in L2, with B from L3 (the loop order of
+//    forward_large_amx: tiles of 4 panels, 32-row steps, panel pairs), and
+//    with the A rows 16 bytes off a cache line;
+//  - against the `tdpbsud` peak on registers measured in the same run.
+//
+//   build/bench/bench/bench_amx [--quick]
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/x86/amx_tiles.hpp"
+#include "support/amx_probe.hpp"
+#include "support/calibrate.hpp"
+#include "support/run_info.hpp"
+#include "support/timing.hpp"
+#include "mixq/threads.hpp"
+
+namespace {
+
+using namespace mixq;
+
+// GOPS of gemm_32x32 over an m × k activation block (rows `offset` bytes
+// past a cache line) and n columns of int8 panels, in forward_large_amx's
+// loop order.
+double block_gops(int64_t k, int64_t m, int64_t n, int offset, double min_s, int reps) {
+  std::mt19937 rng(1);
+  std::vector<uint8_t> a_buf(static_cast<size_t>(m * k + 128)), b_buf(static_cast<size_t>(n * k + 64));
+  for (uint8_t& v : a_buf) v = static_cast<uint8_t>(rng());
+  for (uint8_t& v : b_buf) v = static_cast<uint8_t>(rng());
+  auto align = [](uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; };
+  const auto* a = reinterpret_cast<const int8_t*>(align(a_buf.data()) + offset);
+  const uint8_t* b = align(b_buf.data());
+  alignas(64) int32_t c[32 * 64];
+  const int64_t panel = 16 * k;
+  const bench::Timing t = bench::time_calls(
+      [&] {
+        kernels::x86::amx::configure();
+        for (int64_t q = 0; q < n / 64; ++q)
+          for (int64_t r = 0; r < m; r += 32)
+            for (int64_t p = 4 * q; p < 4 * q + 4; p += 2)
+              kernels::x86::amx::gemm_32x32(a + r * k, k, b + p * panel, b + (p + 1) * panel, k / 64,
+                                            c + (p - 4 * q) * 16, 64);
+        kernels::x86::amx::release();
+      },
+      min_s, reps);
+  return 2.0 * m * n * k / t.median / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const double min_s = quick ? 0.05 : 0.15;
+  const int reps = quick ? 3 : 7;
+  if (kernels::best_isa() < kernels::Isa::amx) {
+    std::printf("bench_amx: this CPU (or OS) offers no AMX-INT8 / AMX-BF16 tiles; nothing to measure\n");
+    return 0;
+  }
+  std::printf("# %s\n# 1 thread\n", bench::run_header().c_str());
+  const bench::Rate peak = bench::int8_amx_peak_gops(1);
+  std::printf("tdpbsud peak on registers (calibration loop): %.0f GOPS (median %.0f)\n\n", peak.best, peak.median);
+  set_num_threads(1);
+  std::printf("%-44s %10s\n", "tdpbsud, A rows of K bytes", "ns / instr");
+  for (int kb : {16, 32, 64}) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) best = std::min(best, bench::amx_tdpbsud_ns(kb, quick ? 2'000'000 : 10'000'000));
+    std::printf("K = %-40d %10.2f   (%.0f GOPS)\n", kb, best, 2.0 * 16 * 16 * kb / best);
+  }
+  struct Case {
+    const char* name;
+    int64_t k, m, n;
+    int offset;
+  };
+  const Case cases[] = {
+      {"operands in L1 (K=256, 32 rows, 64 cols)", 256, 32, 64, 0},
+      {"operands in L2 (K=3072, 256 rows, 64 cols)", 3072, 256, 64, 0},
+      {"B from L3 (K=3072, 256 rows, 3072 cols)", 3072, 256, 3072, 0},
+      {"same, A rows 16 bytes off a line", 3072, 256, 3072, 16},
+  };
+  std::printf("\n%-44s %10s %10s\n", "gemm_32x32 (2x2 tiles), forward_large_amx order", "GOPS", "of peak");
+  for (const Case& c : cases) {
+    const double g = block_gops(c.k, c.m, c.n, c.offset, min_s, reps);
+    std::printf("%-44s %10.0f %9.0f%%\n", c.name, g, 100.0 * g / peak.median);
+  }
+  return 0;
+}
