@@ -4,7 +4,8 @@
 // there our kernels also run limited to VNNI) and read bandwidth measured in
 // the same run. Our times INCLUDE the ConvRot rotation and the per-token activation
 // quantization; oneDNN gets ready u8 activations.
-//   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound);
+//   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound), and at the
+//   H3 / FLUX shapes below at 2 threads (INT8 ConvRot, W4A4 int4);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
 //   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
 // Usage: bench_linear_int [--quick]   (--quick: fewer, shorter repetitions)
@@ -133,6 +134,30 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i)
     std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
   std::printf("\n\n");
+
+  // ---- compute-bound at the MiniMax-H3 / FLUX shapes: M = 4096, 2 threads ----
+  set_threads(2);
+  std::printf("# M=4096 at the H3 / FLUX shapes, 2 threads (our kernel on this CPU's best path)\n");
+  std::printf("%-26s %16s %10s %8s %12s   %s\n", "kernel", "KxN", "GOPS", "ms", "vs oneDNN", "impl");
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 12288}, {12288, 3072}, {5376, 21504}}) {
+    const double big_ops = 2.0 * M * n * k;
+    const auto xb = random_x(M, k);
+    std::vector<float> yb(static_cast<size_t>(M * n));
+    const std::string shape = std::to_string(k) + "x" + std::to_string(n);
+    OnednnMatmul dnnl(OnednnType::u8s8_f32, M, k, n);
+    const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
+    const double dnnl_gops = big_ops / td.median / 1e9;
+    std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", "oneDNN u8s8->f32", shape.c_str(), dnnl_gops, td.median * 1e3,
+                "1.00x", dnnl.impl());
+    for (int i = 0; i < 2; ++i) {  // INT8 ConvRot and W4A4 int4
+      OurLayers ours = make_ours(kOurs[i], k, n, 1);
+      const Timing t = time_calls([&] { ours.take().forward(xb.data(), M, yb.data()); }, min_s, reps);
+      const double gops = big_ops / t.median / 1e9;
+      std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", kOurs[i].label, shape.c_str(), gops, t.median * 1e3,
+                  ratio(gops, dnnl_gops).c_str(), std::string(ours.copies[0].kernel_name()).c_str());
+    }
+  }
+  std::printf("\n");
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
   set_threads(2);
