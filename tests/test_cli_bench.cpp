@@ -47,6 +47,15 @@ TEST(CliBench, JsonRowsHoldTheTimingIdentities) {
     EXPECT_TRUE(limits.at("int8_peak_gops").is_null());
     EXPECT_TRUE(row.at("fraction_int8_peak").is_null());
   }
+  // The AMX peak is calibrated only where the AMX kernels can run.
+  if (mixq::kernels::best_isa() >= mixq::kernels::Isa::amx) {
+    const double amx = limits.at("amx_int8_peak_gops");
+    EXPECT_GT(amx, limits.at("int8_peak_gops").get<double>());  // 10x the VNNI loop on Sapphire Rapids
+    EXPECT_NEAR(row.at("fraction_amx_peak").get<double>(), gops / amx, 1e-9);
+  } else {
+    EXPECT_TRUE(limits.at("amx_int8_peak_gops").is_null());
+    EXPECT_TRUE(row.at("fraction_amx_peak").is_null());
+  }
   // The read bandwidth is calibrated on AVX2 and AVX-512 machines (ymm or zmm
   // loads): median and best pass, each with its fraction.
   const auto isa = mixq::kernels::best_isa();
