@@ -22,6 +22,8 @@
 // 16-entry table per column and group, vpshufb over the nibbles) that the
 // int8 micro-kernel then reads: small M decodes every panel once per call,
 // large M once per (activation block, tile), i.e. once per MC tokens.
+// On Isa::amx, large M multiplies on AMX-INT8 tiles instead
+// (forward_large_amx, amx_tiles.hpp), the weight panels being the B tiles.
 // The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
 // AVX-512 6 × 4 panels (24 zmm accumulators, 4 weight registers, 1
 // broadcast), AVX2 6 × 1 panel (12 ymm accumulators, 2 weight registers, 1
@@ -40,7 +42,7 @@
 #include "util/phase_timer.hpp"
 #include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/int_pack.hpp"
-#include "kernels/x86/nibble_quads.hpp"
+#include "kernels/x86/int_weight_panels.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/threads.hpp"
 
@@ -62,8 +64,9 @@ namespace {
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
-//  kAmx: large M runs on AMX tiles (forward_large_amx; only the object
-//    compiled with -mamx-tile -mamx-int8, int_gemm.avx512amx.cpp, sets it).
+//  kAmx: large M runs on AMX tiles (forward_large_amx; set only by the
+//    tuning of int_gemm_amx.avx512.cpp, whose kernel the dispatch builds on
+//    Isa::amx; the tile instructions live in amx_tiles.avx512amx.cpp).
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
@@ -168,142 +171,6 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
     for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * slots + r) * 4, &words[w], 4);
   }
   *sum_out = V::reduce_add(vsum);
-}
-
-// The 16-entry tables of the 16 columns of panel `pn` for group g into
-// tab[16], each entry the u8 operand w8 + 128 (int_pack.hpp): E4M3 s_rel
-// reads the precomputed table of its byte; f32 s_rel computes
-// w8 = clamp(rint(level · s_rel), -127, 127) into `scratch` (one fp32 product
-// per entry; clamping before the rounding gives the same integers, as ±127
-// are integers), then flips the sign bit (w8 ^ 0x80 = w8 + 128 as a byte).
-template <class V>
-void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typename V::F* levels,
-                  int8_t (*scratch)[16], const int8_t** tab) {
-  using I = typename V::I;
-  constexpr int L = V::kLanes;
-  const int64_t at = (pn * w.groups + g) * kPanelCols;
-  if (!w.s_rel_e4m3.empty()) {
-    for (int c = 0; c < kPanelCols; ++c) tab[c] = w.code_lut.data() + 16 * w.s_rel_e4m3[static_cast<size_t>(at + c)];
-    return;
-  }
-  const typename V::F lo = V::set1(-127.0f), hi = V::set1(127.0f);
-  for (int c = 0; c < kPanelCols; ++c) {
-    const typename V::F s = V::set1(w.s_rel_f32[static_cast<size_t>(at + c)]);
-    I q[2];
-    for (int h = 0; h < 16 / L; ++h) q[h] = V::cvtr(V::min(V::max(V::mul(levels[h], s), lo), hi));
-    V::store_i8x16(scratch[c], q);
-    uint64_t half[2];
-    std::memcpy(half, scratch[c], 16);
-    half[0] ^= 0x8080808080808080ull;
-    half[1] ^= 0x8080808080808080ull;
-    std::memcpy(scratch[c], half, 16);
-    tab[c] = scratch[c];
-  }
-}
-
-// Decodes panel `pn` of codes (int_pack.hpp) into the int8 panel layout
-// (u8 = w8 + 128, straight from the tables) at `out` (kp · 16 bytes, 64-byte aligned). A 64-byte code
-// step (8 k's) gives two int8 steps: its low nibbles (k 8k8 .. 8k8+3) and its
-// high nibbles (8k8+4 .. 8k8+7); a group is a multiple of 4 k's, so each half
-// lies in one group.
-template <class V>
-void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
-  using I = typename V::I;
-  using T = ColumnTables<V::kLanes>;
-  constexpr int L = V::kLanes, H = 16 / L;
-  const uint8_t* src = w.panel(pn);
-  typename V::F levels[16 / L];
-  for (int h = 0; h < 16 / L; ++h) levels[h] = V::load(w.levels + h * L);
-  alignas(64) int8_t scratch[kPanelCols][16];
-  const int8_t* tab[kPanelCols];
-  I tv[H][4];
-  const I mask = V::set1b(0x0F);
-  int64_t g = -1, next = 0;  // the current group and its end
-  auto tables = [&](int64_t k0) {  // k0 grows by 4 per call
-    if (k0 < next) return;
-    ++g;
-    next += w.group_size;
-    group_tables<V>(w, pn, g, levels, scratch, tab);
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v)
-      MIXQ_UNROLL
-      for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
-  };
-  for (int64_t k8 = 0; k8 < w.kp / 8; ++k8) {
-    I c[H];
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v) c[v] = V::loadi_a(src + k8 * 64 + 4 * L * v);
-    tables(8 * k8);
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v)
-      V::storei_a(out + 2 * k8 * 64 + 4 * L * v, T::lookup(tv[v], V::andi(c[v], mask)));
-    tables(8 * k8 + 4);
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v)
-      V::storei_a(out + (2 * k8 + 1) * 64 + 4 * L * v, T::lookup(tv[v], V::andi(V::template srli16<4>(c[v]), mask)));
-  }
-}
-
-// Four stored row words (4 bytes of one row each) as the panel's words
-// (int_pack.hpp): int8 bytes + 128; int4 the 8 nibbles of a word regrouped
-// (regroup_nibble_quad: low nibbles k0..k0+3, high k0+4..k0+7) and + 8.
-template <bool Int4>
-inline __m128i panel_words(__m128i v) {
-  if constexpr (!Int4) {
-    return _mm_xor_si128(v, _mm_set1_epi8(static_cast<char>(0x80)));
-  } else {
-    const __m128i m = _mm_set1_epi8(0x0F);
-    const __m128i f = _mm_and_si128(v, m), s = _mm_and_si128(_mm_srli_epi16(v, 4), m);
-    // Per word: a = F0 | F2<<4 (byte 0), F1 | F3<<4 (byte 1); b the same of S.
-    const __m128i a = _mm_or_si128(f, _mm_slli_epi32(_mm_srli_epi32(f, 16), 4));
-    const __m128i b = _mm_or_si128(s, _mm_slli_epi32(_mm_srli_epi32(s, 16), 4));
-    const __m128i ab = _mm_or_si128(_mm_and_si128(a, _mm_set1_epi32(0xFFFF)), _mm_slli_epi32(b, 16));
-    const __m128i order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
-    return _mm_xor_si128(_mm_shuffle_epi8(ab, order), _mm_set1_epi8(static_cast<char>(0x88)));
-  }
-}
-
-// Transposes panel `pn` of the in-place rows into the int8 or int4 panel
-// layout at `out` (panel_bytes, 64-byte aligned): step s (64 bytes) holds
-// word s of each of the 16 rows, word 4c at byte 4c (int_pack.hpp). So 4
-// words of 4 rows are a 4×4 word transpose (SSE2 unpacks). Words past the
-// last whole 4 of a row, and partial panels, go one at a time (int8: byte by
-// byte, as K % 4 may be non-zero; int4 rows are whole words).
-template <bool Int4>
-void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
-  const int64_t rb = w.row_bytes, steps = w.panel_bytes / 64, row0 = 16 * pn;
-  const uint8_t zero = Int4 ? 0x88 : 0x80;  // weight 0
-  const int64_t valid = std::clamp<int64_t>(w.n - row0, 0, kPanelCols);
-  if (valid == 0) {
-    std::memset(out, zero, static_cast<size_t>(steps * 64));
-    return;
-  }
-  int64_t s = 0;
-  if (valid == kPanelCols) {
-    for (; 4 * s + 16 <= rb; s += 4)
-      for (int g = 0; g < 4; ++g) {
-        const uint8_t* r = w.rows + (row0 + 4 * g) * rb + 4 * s;
-        __m128i a[4];
-        for (int i = 0; i < 4; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + i * rb));
-        const __m128i t0 = _mm_unpacklo_epi32(a[0], a[1]), t1 = _mm_unpackhi_epi32(a[0], a[1]);
-        const __m128i t2 = _mm_unpacklo_epi32(a[2], a[3]), t3 = _mm_unpackhi_epi32(a[2], a[3]);
-        const __m128i step[4] = {_mm_unpacklo_epi64(t0, t2), _mm_unpackhi_epi64(t0, t2),
-                                 _mm_unpacklo_epi64(t1, t3), _mm_unpackhi_epi64(t1, t3)};
-        for (int j = 0; j < 4; ++j)
-          _mm_store_si128(reinterpret_cast<__m128i*>(out + (s + j) * 64 + 16 * g), panel_words<Int4>(step[j]));
-      }
-  }
-  for (; s < steps; ++s)
-    for (int c = 0; c < kPanelCols; ++c) {
-      uint8_t* dst = out + s * 64 + 4 * c;
-      const uint8_t* src = w.rows + (row0 + c) * rb + 4 * s;
-      if constexpr (Int4) {
-        const bool inside = c < valid && 4 * s < rb;
-        store_u32(dst, inside ? regroup_nibble_quad<false>(load_u32(src)) ^ 0x88888888u : 0x88888888u);
-      } else {
-        for (int t = 0; t < 4; ++t) dst[t] = c < valid && 4 * s + t < rb ? static_cast<uint8_t>(src[t] ^ 0x80) : zero;
-      }
-    }
 }
 
 // Exact int32 dots of TM plain quantized token rows q (stride kp, zero
