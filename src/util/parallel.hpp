@@ -23,4 +23,17 @@ void parallel_for(int64_t count, int64_t grain,
 void parallel_for(int64_t count, int64_t grain, const std::function<void(int chunks)>& setup,
                   const std::function<void(int64_t begin, int64_t end, int thread)>& body);
 
+// Rows per block when m rows are cut into blocks of at most `max_rows`
+// (rounded down to a multiple of `step`, at least `step`), the block count
+// rounded up to a multiple of `threads` so the blocks split evenly over
+// them; the result is a multiple of `step`. The GEMMs that keep a block of
+// quantized activations in L2 use it (integer large M, AMX).
+inline int64_t balanced_block_rows(int64_t m, int64_t max_rows, int64_t step, int64_t threads) {
+  const int64_t cap = max_rows / step * step > step ? max_rows / step * step : step;
+  const int64_t t = threads > 1 ? threads : 1;
+  int64_t blocks = (m + cap - 1) / cap;
+  blocks = (blocks + t - 1) / t * t;
+  return ((m + blocks - 1) / blocks + step - 1) / step * step;
+}
+
 }  // namespace mixq::util

@@ -54,11 +54,7 @@ template <PanelType T>
 void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
              float* y, std::vector<std::vector<int64_t>>& found) {
   const int64_t n = w.n, chunks = lda / 16, row_bytes = lda * 4;
-  const int64_t by_cache = std::max<int64_t>(32, kBlockBytes / row_bytes / 32 * 32);
-  const int64_t threads = std::max(1, mixq::num_threads());
-  int64_t blocks = (m + by_cache - 1) / by_cache;
-  blocks = (blocks + threads - 1) / threads * threads;
-  const int64_t mc = ((m + blocks - 1) / blocks + 31) / 32 * 32;
+  const int64_t mc = util::balanced_block_rows(m, kBlockBytes / row_bytes, 32, mixq::num_threads());
   const int64_t nblocks = (m + mc - 1) / mc;
   util::parallel_for(
       nblocks, 1, [&](int chunks_of_work) { found.assign(static_cast<size_t>(chunks_of_work), {}); },

@@ -633,11 +633,7 @@ class SimdIntKernel final : public IntKernel {
   void forward_large(const float* x, int64_t m, float* y) const {
     // Block rows so that the quantized block stays in L2 and the blocks split
     // evenly over the threads.
-    const int64_t by_cache = std::max<int64_t>(kMr, (T::kActBlockBytes / w_.kp) / kMr * kMr);
-    const int64_t threads = std::max(1, mixq::num_threads());
-    int64_t blocks = (m + by_cache - 1) / by_cache;
-    blocks = (blocks + threads - 1) / threads * threads;
-    const int64_t mc = ((m + blocks - 1) / blocks + kMr - 1) / kMr * kMr;
+    const int64_t mc = util::balanced_block_rows(m, T::kActBlockBytes / w_.kp, kMr, mixq::num_threads());
     const int64_t nblocks = (m + mc - 1) / mc;
     util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
       thread_local ActBlock blk;
@@ -710,11 +706,7 @@ class SimdIntKernel final : public IntKernel {
   void forward_large_amx(const float* x, int64_t m, float* y) const {
     static_assert(P % 2 == 0, "gemm_32x32 takes panels in pairs");
     const int64_t stride = tile_stride(w_.kp);
-    const int64_t by_cache = std::max<int64_t>(32, (T::kActBlockBytes / stride) / 32 * 32);
-    const int64_t threads = std::max(1, mixq::num_threads());
-    int64_t blocks = (m + by_cache - 1) / by_cache;
-    blocks = (blocks + threads - 1) / threads * threads;
-    const int64_t mc = ((m + blocks - 1) / blocks + 31) / 32 * 32;
+    const int64_t mc = util::balanced_block_rows(m, T::kActBlockBytes / stride, 32, mixq::num_threads());
     const int64_t nblocks = (m + mc - 1) / mc;
     util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
       thread_local ActBlock blk;
