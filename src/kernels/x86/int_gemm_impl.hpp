@@ -43,6 +43,7 @@
 #include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/int_weight_panels.hpp"
+#include "kernels/x86/nibble_steps.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/threads.hpp"
 
@@ -668,32 +669,11 @@ class SimdIntKernel final : public IntKernel {
         decode_panel<V>(w_, panel[c], out);
       } else if (w_.int4) {  // int4 layout (packed, or rows transposed into `out` first) -> int8 layout
         if (w_.rows) transpose(panel[c], out + bytes / 2);  // the int4 panel is kp · 8 bytes: the upper half holds it
-        unpack_int4_panel(w_.rows ? out + bytes / 2 : w_.panel(panel[c]), out);
+        unpack_nibble_rows<V>(w_.rows ? out + bytes / 2 : w_.panel(panel[c]), w_.kp / 8, out);
       } else if (w_.rows) {
         transpose(panel[c], out);
       } else {
         std::memcpy(out, w_.panel(panel[c]), static_cast<size_t>(kp * kPanelCols));
-      }
-    }
-  }
-
-  // int4 panel layout -> int8 panel layout (int_pack.hpp): the 64 bytes of
-  // step k8 become step 2·k8 (low nibbles, w + 8) and step 2·k8 + 1 (high
-  // nibbles); the weight bias stays 8. In place from the upper half of out
-  // is safe: step k8 is read before steps 2·k8, 2·k8 + 1 (bytes 128·k8 ..)
-  // are written, and those lie below the upper half's step k8 + 1.
-  void unpack_int4_panel(const uint8_t* src, uint8_t* out) const {
-    using I = typename V::I;
-    constexpr int L = V::kLanes, H = 16 / L;
-    const I mask = V::set1b(0x0F);
-    for (int64_t k8 = 0; k8 < w_.kp / 8; ++k8) {
-      I v[H];
-      MIXQ_UNROLL
-      for (int h = 0; h < H; ++h) v[h] = V::loadi_a(src + k8 * 64 + 4 * L * h);
-      MIXQ_UNROLL
-      for (int h = 0; h < H; ++h) {
-        V::storei_a(out + 2 * k8 * 64 + 4 * L * h, V::andi(v[h], mask));
-        V::storei_a(out + (2 * k8 + 1) * 64 + 4 * L * h, V::andi(V::template srli16<4>(v[h]), mask));
       }
     }
   }

@@ -20,6 +20,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
+#include "kernels/x86/nibble_steps.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
 
@@ -184,12 +185,11 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
 // AMX-INT8 (Isa::amx; compiled only into svdquant_amx.avx512amx.cpp, which
 // defines MIXQ_SVDQUANT_AMX and has the AMX flags): rows
 // [m0, m0 + 16) × panel p, whose weights `b` are unpacked to the int8 panel
-// layout (unpack_panel). Per 64-group one tdpbsud gives the 16 × 16 exact
+// layout (unpack_nibble_rows). Per 64-group one tdpbsud gives the 16 × 16 exact
 // group dots into a small buffer; the next group's tile work is issued before
 // this group's vector epilogue (two tile sets: C 0/1, A 4/5, B 6/7), so the
 // tiles work while the vectors do. Every group then goes through exactly
 // block()'s fp32 operations, in group order: the same bits.
-constexpr int64_t kAhead = 1;  // groups issued ahead of the epilogue
 template <class V>
 void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p, const uint8_t* b, float* y) {
   using F = typename V::F;
@@ -200,10 +200,10 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
   F out[16][1];
   MIXQ_UNROLL
   for (int r = 0; r < 16; ++r) out[r][0] = V::zero();
-  alignas(64) int32_t dots[kAhead + 1][256];
+  alignas(64) int32_t dots[2][256];
   const int8_t* rows = a.q() + m0 * lda;
-  auto issue = [&](int64_t g) {  // group g's dots into dots[g % (kAhead + 1)]
-    int32_t* c = dots[g % (kAhead + 1)];
+  auto issue = [&](int64_t g) {  // group g's dots into dots[g % 2]
+    int32_t* c = dots[g % 2];
     if (g % 2 == 0) {
       _tile_loadd(4, rows + 64 * g, lda);
       _tile_loadd(6, b + 1024 * g, 64);
@@ -218,11 +218,11 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
       _tile_stored(1, c, 64);
     }
   };
-  for (int64_t g = 0; g < std::min(kAhead, groups); ++g) issue(g);
+  issue(0);
   for (int64_t g = 0; g < groups; ++g) {
-    if (g + kAhead < groups) issue(g + kAhead);
+    if (g + 1 < groups) issue(g + 1);
     const F ws = wscale.load<V>(g * np + col);
-    const int32_t* c = dots[g % (kAhead + 1)];
+    const int32_t* c = dots[g % 2];
     MIXQ_UNROLL
     for (int r = 0; r < 16; ++r) {
       const int64_t row = m0 + r;
@@ -235,19 +235,6 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
 }
 #endif
 
-// Panel p's packed weight (4-bit offsets, k-octet rows) as the int8 panel
-// layout of the AMX B tiles (amx_tiles.hpp): octet o's 64 bytes give step 2o
-// (low nibbles: k = 8o .. 8o+3 per column) and step 2o + 1 (high nibbles).
-template <class V>
-void unpack_panel(const SvdquantPacked& pk, int64_t p, uint8_t* out) {
-  const typename V::I low4 = V::set1b(0x0F);
-  const int64_t k8 = pk.k / 8;
-  for (int64_t o = 0; o < k8; ++o) {
-    const typename V::I v = V::loadi(pk.weight.data() + (p * k8 + o) * 16);
-    V::storei_a(out + 128 * o, V::andi(v, low4));
-    V::storei_a(out + 128 * o + 64, V::andi(V::template srli<4>(v), low4));
-  }
-}
 
 // Rows [m_begin, m_end) against CB panels from p, kRows rows at a time, then
 // the remaining rows in one smaller block.
@@ -290,7 +277,7 @@ void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, i
   uint8_t* b = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
   const int64_t tiles_end = m_begin + (m_end - m_begin) / 16 * 16;
   for (int64_t p = 0; p < pk.panels; ++p) {
-    unpack_panel<V>(pk, p, b);
+    unpack_nibble_rows<V>(reinterpret_cast<const uint8_t*>(pk.weight.data() + p * (pk.k / 8) * 16), pk.k / 8, b);
     for (int64_t m = m_begin; m < tiles_end; m += 16) block_amx<V>(pk, a, m, p, b, y);
     if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, y);
   }
