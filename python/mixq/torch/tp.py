@@ -21,6 +21,7 @@ group (gloo on CPUs).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import torch
@@ -30,10 +31,29 @@ from .linear import Linear
 
 
 class TpLayout:
-    """This process's rank in a tensor-parallel group of ``size`` ranks."""
+    """This process's rank in a tensor-parallel group of ``size`` ranks.
+
+    The group is held by a weak reference: a model outlives
+    ``destroy_process_group()`` (it is freed at interpreter exit), and a
+    gloo ``ProcessGroup`` whose last reference goes only then aborts the
+    process there ("terminate called without an active exception", about one
+    exit in five with torch 2.15), after all the work is done. Held weakly, the
+    group goes when torch lets it go; a layer called after that says so."""
 
     def __init__(self, group, rank: int, size: int):
-        self.group, self.rank, self.size = group, rank, size
+        self.rank, self.size = rank, size
+        try:
+            self._group = weakref.ref(group)
+        except TypeError:  # an object without weak references: hold it
+            self._group = lambda: group
+
+    @property
+    def group(self):
+        group = self._group()
+        if group is None:
+            raise Error(f"tensor-parallel layer ({self}): its process group was destroyed "
+                        "(torch.distributed.destroy_process_group()); load the model again in a new group")
+        return group
 
     def __repr__(self) -> str:
         return f"rank {self.rank} of {self.size}"
