@@ -7,10 +7,15 @@
 //    with its operands in L1, in L2, with B from L3 (the loop order of
 //    forward_large_amx: tiles of 4 panels, 32-row steps, panel pairs), and
 //    with the A rows 16 bytes off a cache line;
-//  - against the `tdpbsud` peak on registers measured in the same run.
+//  - against the `tdpbsud` peak on registers measured in the same run;
+//  - the FP8 GEMM on AMX-BF16 (float_gemm_amx_bf16) by the activation block
+//    each thread takes (kAmxBf16BlockBytes, 1 MiB), at M = 4096 K = N = 3072 on
+//    all threads, block sizes in alternating rounds.
 //
 //   build/bench/bench/bench_amx [--quick]
 #include <algorithm>
+#include <bit>
+#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -18,6 +23,7 @@
 
 #include "kernels/cpu.hpp"
 #include "kernels/x86/amx_tiles.hpp"
+#include "kernels/x86/float_gemm.hpp"
 #include "support/amx_probe.hpp"
 #include "support/calibrate.hpp"
 #include "support/run_info.hpp"
@@ -53,6 +59,35 @@ double block_gops(int64_t k, int64_t m, int64_t n, int offset, double min_s, int
       },
       min_s, reps);
   return 2.0 * m * n * k / t.median / 1e9;
+}
+
+// ms per call of the FP8 E4M3 GEMM on AMX-BF16 (k-pair panels, bf16
+// activations ready) for each activation block size, alternating.
+void fp8_blocks(double min_s, int reps) {
+  namespace x86 = kernels::x86;
+  const int64_t m = 4096, k = 3072, n = 3072, lda = (k / 2 + 15) / 16 * 16;
+  std::mt19937 rng(2);
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));  // never NaN
+  const x86::FloatPanels w = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k, true);
+  std::vector<uint32_t> a_buf(static_cast<size_t>((m + 32) * lda + 16));
+  uint32_t* a = a_buf.data() + (16 - reinterpret_cast<uintptr_t>(a_buf.data()) % 64 / 4) % 16;
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (int64_t i = 0; i < m * lda; ++i)  // two bf16 (the high halves of floats)
+    a[i] = (std::bit_cast<uint32_t>(value(rng)) >> 16) | (std::bit_cast<uint32_t>(value(rng)) & 0xFFFF0000u);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  const int64_t kib[] = {256, 512, 768, 1024, 1536, 2048, 3072};
+  const std::vector<double> ms = bench::alternating_medians(std::size(kib), reps, min_s, [&](size_t v) {
+    x86::float_gemm_amx_bf16(a, lda, m, w, 1.0f, nullptr, y.data(), kib[v] * 1024);
+  });
+  const size_t def = static_cast<size_t>(std::find(std::begin(kib), std::end(kib), x86::kAmxBf16BlockBytes / 1024) - kib);
+  std::printf("\n%-44s %10s %10s\n", "FP8 GEMM on AMX-BF16, M=4096 K=N=3072", "ms", "speed");
+  for (size_t v = 0; v < std::size(kib); ++v) {
+    char label[64];
+    std::snprintf(label, sizeof label, "activation block %lld KiB%s", static_cast<long long>(kib[v]),
+                  kib[v] * 1024 == x86::kAmxBf16BlockBytes ? " (default)" : "");
+    std::printf("%-44s %10.2f %10s\n", label, ms[v] * 1e3, bench::ratio(ms[def], ms[v]).c_str());
+  }
 }
 
 }  // namespace
@@ -91,5 +126,8 @@ int main(int argc, char** argv) {
     const double g = block_gops(c.k, c.m, c.n, c.offset, min_s, reps);
     std::printf("%-44s %10.0f %9.0f%%\n", c.name, g, 100.0 * g / peak.median);
   }
+  set_num_threads(0);
+  std::printf("\n# %d threads\n", num_threads());
+  fp8_blocks(min_s, reps);
   return 0;
 }

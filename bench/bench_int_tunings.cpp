@@ -17,7 +17,8 @@
 //   formats: int8_convrot (INT8 W8A8, ConvRot group 256; default) and
 //            convrot_w4a4 (int4 weights and activations, ConvRot group 256)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
-//   The activation block sweep: --m 4096 --shape 3072x3072
+//   The activation block sweep: --m 4096 --shape 3072x3072 (on AMX machines
+//   the AMX kernel's blocks: --tuning AMX)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -101,9 +102,10 @@ int main(int argc, char** argv) try {
     if (k % kGroup != 0) mixq::fail("bench_int_tunings: K = {} is not a multiple of the ConvRot group {}", k, kGroup);
 
   const mixq::kernels::Isa isa = mixq::kernels::best_isa();
-  std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
-                                   : isa == mixq::kernels::Isa::avx2 ? int_tunings_avx2()
-                                                                     : std::vector<IntTuning>{};
+  std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::amx      ? int_tunings_amx()
+                                   : isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
+                                   : isa == mixq::kernels::Isa::avx2   ? int_tunings_avx2()
+                                                                       : std::vector<IntTuning>{};
   if (!picked.empty() && !tunings.empty()) {  // the default (first) stays: the ratios are against it
     std::vector<IntTuning> kept{tunings.front()};
     for (size_t t = 1; t < tunings.size(); ++t)
@@ -118,7 +120,9 @@ int main(int argc, char** argv) try {
     std::printf("bench_int_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
   }
-  const AlternatingRun run = start_alternating(o, isa == mixq::kernels::Isa::avx512 ? "avx512 tunings" : "avx2 tunings");
+  const AlternatingRun run = start_alternating(o, isa == mixq::kernels::Isa::amx      ? "amx tunings"
+                                                   : isa == mixq::kernels::Isa::avx512 ? "avx512 tunings"
+                                                                                       : "avx2 tunings");
   const int rounds = run.rounds;
   const double min_s = run.min_seconds;
   const mixq::kernels::Rate bw = run.bw;

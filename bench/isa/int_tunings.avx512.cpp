@@ -1,6 +1,7 @@
 // Variations of the AVX-512 integer GEMM tuning (IntTile<16> in
 // int_gemm_impl.hpp) for bench_int_tunings: each differs from the default in
-// one member.
+// one member. On AMX machines the default is the AMX kernel's tuning (AmxTile,
+// as int_gemm_amx.avx512.cpp defines it) and its variations.
 #include "kernels/x86/int_gemm_impl.hpp"
 #include "support/int_tunings.hpp"
 
@@ -37,10 +38,24 @@ struct Rows8 : Base {
   static constexpr int kRowStreams = 8;
 };
 
+// The many-row GEMM on AMX-INT8 tiles (above 24 rows; VNNI loops below).
+struct AmxTile : Base {
+  static constexpr bool kAmx = true;
+};
+struct AmxBlock384K : AmxTile {
+  static constexpr int64_t kActBlockBytes = 384 * 1024;
+};
+struct AmxBlock1536K : AmxTile {
+  static constexpr int64_t kActBlockBytes = 1536 * 1024;
+};
+struct AmxBlock3M : AmxTile {
+  static constexpr int64_t kActBlockBytes = 3072 * 1024;
+};
+
 template <class T>
 std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   check_int_desc(d);
-  return std::make_unique<SimdIntKernel<Avx512, T>>(d, "avx512_vnni");
+  return std::make_unique<SimdIntKernel<Avx512, T>>(d, T::kAmx ? "avx512_amx" : "avx512_vnni");
 }
 
 // The default tuning on rows read in place (IntLayerDesc::weight_in_place),
@@ -70,6 +85,16 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 1 row stream", make_in_place<Rows1>},
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},
           {"in place, 8 row streams", make_in_place<Rows8>}};
+}
+
+std::vector<IntTuning> int_tunings_amx() {
+  using namespace kernels::x86;
+  return {{"default on AMX (2x2 tiles, activation block 768 KiB)", make<AmxTile>},
+          {"AMX, activation block 384 KiB", make<AmxBlock384K>},
+          {"AMX, activation block 1536 KiB", make<AmxBlock1536K>},
+          {"AMX, activation block 3 MiB", make<AmxBlock3M>},
+          {"AVX-512 VNNI default (no tiles)", make<Base>},
+          {"AMX, rows read in place (no packed copy)", make_in_place<AmxTile>}};
 }
 
 }  // namespace mixq::bench

@@ -18,5 +18,6 @@ struct IntTuning {
 std::vector<IntTuning> int_tunings_avx2();      // AVX-VNNI ones where the CPU has it
 std::vector<IntTuning> int_tunings_avx_vnni();
 std::vector<IntTuning> int_tunings_avx512();
+std::vector<IntTuning> int_tunings_amx();  // AMX machines: the AMX kernel's variants, VNNI's default
 
 }  // namespace mixq::bench

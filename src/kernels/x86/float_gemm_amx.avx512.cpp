@@ -19,9 +19,6 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// Activation rows per block: about 1 MiB of bf16 pairs, a multiple of 32.
-constexpr int64_t kBlockBytes = 1 << 20;
-
 // Panel p (steps [0, w.steps) of a packed or in-place weight) as bf16 k-pair
 // rows at out (steps rounded up to 16, zero past w.steps). `codes` is a
 // scratch of w.steps · 32 bytes for in-place weights; returns the rows whose
@@ -52,9 +49,10 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, uint8_t* codes, uint16_t*
 
 template <PanelType T>
 void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
-             float* y, std::vector<std::vector<int64_t>>& found) {
+             float* y, int64_t block_bytes, std::vector<std::vector<int64_t>>& found) {
+  // Activation rows per block: about block_bytes of bf16 pairs, a multiple of 32.
   const int64_t n = w.n, chunks = lda / 16, row_bytes = lda * 4;
-  const int64_t mc = util::balanced_block_rows(m, kBlockBytes / row_bytes, 32, mixq::num_threads());
+  const int64_t mc = util::balanced_block_rows(m, std::max<int64_t>(1, block_bytes / row_bytes), 32, mixq::num_threads());
   const int64_t nblocks = (m + mc - 1) / mc;
   util::parallel_for(
       nblocks, 1, [&](int chunks_of_work) { found.assign(static_cast<size_t>(chunks_of_work), {}); },
@@ -106,7 +104,7 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
 }  // namespace
 
 void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
-                         const float* bias, float* y) {
+                         const float* bias, float* y, int64_t block_bytes) {
   if (m <= 0 || w.n <= 0) return;
   if (!w.pairs) fail("float gemm: the AMX bf16 core needs k-pair FP8 panels");
   if (lda % 16 != 0 || lda < w.steps || reinterpret_cast<uintptr_t>(a) % 64 != 0)
@@ -115,9 +113,9 @@ void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatP
   const float al = scaled ? alpha * 256.0f : alpha;
   std::vector<std::vector<int64_t>> found;
   switch (w.type) {
-    case PanelType::e4m3: run_amx<PanelType::e4m3>(a, lda, m, w, al, bias, y, found); break;
-    case PanelType::e5m2: run_amx<PanelType::e5m2>(a, lda, m, w, al, bias, y, found); break;
-    case PanelType::mxfp8: run_amx<PanelType::mxfp8>(a, lda, m, w, al, bias, y, found); break;
+    case PanelType::e4m3: run_amx<PanelType::e4m3>(a, lda, m, w, al, bias, y, block_bytes, found); break;
+    case PanelType::e5m2: run_amx<PanelType::e5m2>(a, lda, m, w, al, bias, y, block_bytes, found); break;
+    case PanelType::mxfp8: run_amx<PanelType::mxfp8>(a, lda, m, w, al, bias, y, block_bytes, found); break;
     default: fail("float gemm: the AMX bf16 core takes FP8 / MXFP8 panels");
   }
   auto set_nan = [&](int64_t c) {
