@@ -6,8 +6,9 @@ array) and `layer.forward(x, out=y)`. The three are measured in interleaved
 rounds and each reports its best round (the machine is shared: the minimum is
 the least disturbed estimate). Overhead = Python call - C++ call. Also, when
 torch is importable, a torch tensor input and the mixq.torch.Linear module
-call (what a diffusers or ComfyUI model runs: its checks, the output tensor,
-torch.inference_mode).
+call (what a diffusers or ComfyUI model runs: its checks and the output
+tensor). The Python calls run inside one torch.inference_mode(), as the
+layers of a model's forward do.
 
 --clock thread (needs --threads 1) times with the calling thread's CPU time
 (time.thread_time / CLOCK_THREAD_CPUTIME_ID) instead of wall time: on a
@@ -23,6 +24,8 @@ import time
 import timeit
 
 import numpy as np
+
+torch = None  # set by main() when importable
 
 import mixq
 
@@ -42,6 +45,16 @@ def best(measures, rounds):
     return results
 
 
+def timed(call, number, timer):
+    """Seconds per call, the loop inside one torch.inference_mode() when torch
+    is there: a model's forward enters it once for all its layers (entering
+    it per call would add ~1 us that no model pays)."""
+    if torch is None:
+        return timeit.timeit(call, number=number, timer=timer) / number
+    with torch.inference_mode():
+        return timeit.timeit(call, number=number, timer=timer) / number
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
@@ -53,6 +66,7 @@ def main():
     timer = time.thread_time if args.clock == "thread" else time.perf_counter
     mixq.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
+    global torch
     try:
         import torch
 
@@ -75,16 +89,12 @@ def main():
                 xt = torch.from_numpy(x)
                 module = TorchLinear(layer)
 
-                def module_call():
-                    with torch.inference_mode():
-                        return module(xt)
-
-                calls += [lambda: layer.forward(xt), module_call]
+                calls += [lambda: layer.forward(xt), lambda: module(xt)]
             # Enough calls per round for ~50 ms of the slowest call.
             slowest = max(timeit.timeit(call, number=50) / 50 for call in calls)
             number = max(20, int(0.05 / max(slowest, 1e-7)))
             measures = [lambda: layer._time_forward(x, number, args.clock)]
-            measures += [lambda call=call: timeit.timeit(call, number=number, timer=timer) / number for call in calls]
+            measures += [lambda call=call: timed(call, number, timer) for call in calls]
             rows.append([prefix, f"{n}×{k}", layer.kernel, *best(measures, args.rounds)])
     print(f"mixq {mixq.__version__}, Python {platform.python_version()}, threads {mixq.num_threads()}, "
           f"clock {args.clock}, best of {args.rounds} rounds")

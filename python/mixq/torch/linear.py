@@ -43,6 +43,9 @@ class Linear(torch.nn.Module):
         self._linear = linear
         self.in_features = in_features
         self.out_features = out_features
+        # The module's sizes are the stored ones (no padding of x or y): the
+        # short path of forward.
+        self._stored_sizes = in_features == stored_in and out_features == stored_out
 
     @property
     def prefix(self) -> str:
@@ -66,8 +69,19 @@ class Linear(torch.nn.Module):
                 f"format={self.format or 'unquantized'}, method={self.method}, kernel={self.kernel}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Runs for every layer of a model, every step: the checks are cheap
-        # attribute reads and the messages are built only on error.
+        # Runs for every layer of a model, every step. The common call (a
+        # float32 CPU tensor without grad, stored sizes = the module's) takes
+        # the short path: the binding checks the shape itself (its error names
+        # the layer) and reads the NumPy view in place; torch.from_numpy
+        # shares the result. Everything else goes through _forward_checked.
+        if (type(x) is torch.Tensor and x.dtype is torch.float32 and x.is_cpu and not x.requires_grad
+                and self._stored_sizes):
+            _threads.follow_torch(torch.get_num_threads)
+            return torch.from_numpy(self._linear.forward(x.numpy()))
+        return self._forward_checked(x)
+
+    def _forward_checked(self, x: torch.Tensor) -> torch.Tensor:
+        # The messages are built only on error.
         if not isinstance(x, torch.Tensor):
             raise Error(f"{self._where()}: input must be a torch.Tensor, got {type(x).__name__}")
         if not x.is_cpu:
@@ -87,7 +101,7 @@ class Linear(torch.nn.Module):
         stored_in, stored_out = self._linear.in_features, self._linear.out_features
         if stored_in != self.in_features:
             x = torch.nn.functional.pad(x, (0, stored_in - self.in_features))
-        if dtype == torch.float32 and x.numel():
+        if dtype == torch.float32:
             # float32: through NumPy views both ways (x.numpy() and
             # torch.from_numpy share memory), the cheapest crossing: a torch
             # output tensor plus its .numpy() view cost ~4 us more per call.
