@@ -101,15 +101,10 @@ class Linear(torch.nn.Module):
         stored_in, stored_out = self._linear.in_features, self._linear.out_features
         if stored_in != self.in_features:
             x = torch.nn.functional.pad(x, (0, stored_in - self.in_features))
-        if dtype == torch.float32:
-            # float32: through NumPy views both ways (x.numpy() and
-            # torch.from_numpy share memory), the cheapest crossing: a torch
-            # output tensor plus its .numpy() view cost ~4 us more per call.
-            y = torch.from_numpy(self._linear.forward(x.numpy()))
-        else:
-            y = torch.empty(*x.shape[:-1], stored_out, dtype=torch.float32)
-            if y.numel():
-                self._linear.forward(x, y.numpy())
+        # The output is the binding's NumPy array, shared by torch.from_numpy.
+        # float32 input crosses as a NumPy view, bfloat16 / float16 through
+        # DLPack (converted in the binding).
+        y = torch.from_numpy(self._linear.forward(x.numpy() if dtype == torch.float32 else x))
         if stored_out != self.out_features:
             y = y[..., : self.out_features].contiguous()
         return y if dtype == torch.float32 else y.to(dtype)
