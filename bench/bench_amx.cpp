@@ -102,7 +102,9 @@ int main(int argc, char** argv) {
   }
   std::printf("# %s\n# 1 thread\n", bench::run_header().c_str());
   const bench::Rate peak = bench::int8_amx_peak_gops(1);
-  std::printf("tdpbsud peak on registers (calibration loop): %.0f GOPS (median %.0f)\n\n", peak.best, peak.median);
+  std::printf("tdpbsud peak on registers (calibration loop): %.0f GOPS (median %.0f)\n", peak.best, peak.median);
+  const bench::Rate bf16 = bench::bf16_amx_peak_gflops(1);
+  std::printf("tdpbf16ps peak on registers (calibration loop): %.0f GFLOPS (median %.0f)\n\n", bf16.best, bf16.median);
   set_num_threads(1);
   std::printf("%-44s %10s\n", "tdpbsud, A rows of K bytes", "ns / instr");
   for (int kb : {16, 32, 64}) {

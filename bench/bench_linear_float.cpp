@@ -206,6 +206,10 @@ void fp8_vs_f32(int threads) {
                 (long long)n, threads, e.what());
   }
   const double base = std::min(t_f32, t_bf);
+  // The rows on AMX-BF16 tiles also against tdpbf16ps's own same-run peak.
+  const double tile_peak = bench::bf16_amx_peak_gflops(threads).median;
+  bench::set_threads(threads);
+  if (tile_peak > 0) std::printf("| tdpbf16ps peak | (calibration loop) | %d | | | %7.0f | |\n", threads, tile_peak);
   for (const FloatPathRun& p : float_paths()) {
     kernels::set_isa(p.isa);
     for (const char* format : {"float8_e4m3fn", "mxfp8", "unquantized"}) {
@@ -213,9 +217,14 @@ void fp8_vs_f32(int threads) {
       Lin l = make_with(format, n, k, 1, p.dot.value_or(FloatDot::fma));
       const Linear& lin = *l.copies[0];
       const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
-      std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-11s | %8.1f ms | %7.0f | %s vs the faster oneDNN (%s) |\n",
-                  format, (long long)m, (long long)k, (long long)n, threads, kernel_of(l).c_str(), t * 1e3,
-                  ops / t / 1e9, bench::ratio(base, t).c_str(), t_f32 <= t_bf ? "f32" : "bf16");
+      const std::string kernel = kernel_of(l);
+      std::string of_peak;
+      if (kernel == "amx_bf16" && tile_peak > 0)
+        of_peak = "; " + std::to_string(static_cast<int>(100.0 * ops / t / 1e9 / tile_peak + 0.5)) +
+                  " % of the tdpbf16ps peak";
+      std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-11s | %8.1f ms | %7.0f | %s vs the faster oneDNN (%s)%s |\n",
+                  format, (long long)m, (long long)k, (long long)n, threads, kernel.c_str(), t * 1e3,
+                  ops / t / 1e9, bench::ratio(base, t).c_str(), t_f32 <= t_bf ? "f32" : "bf16", of_peak.c_str());
       std::fflush(stdout);
     }
   }

@@ -4,6 +4,7 @@
 #include "kernels/calibrate.hpp"
 
 namespace mixq::bench {
+using kernels::bf16_amx_peak_gflops;
 using kernels::bf16_dot_peak_gflops;
 using kernels::has_avx512_vnni_bf16;
 using kernels::int8_amx_peak_gops;

@@ -199,6 +199,11 @@ Rate int8_amx_peak_gops(int threads, int reps) {
   return peak(threads, reps, x86::amx::peak_loop, 12 * 2.0 * 16 * 16 * 64 / 64);
 }
 
+Rate bf16_amx_peak_gflops(int threads, int reps) {
+  if (best_isa() < Isa::amx) return {};
+  return peak(threads, reps, x86::amx::peak_loop_bf16, 12 * 2.0 * 16 * 16 * 32 / 64);
+}
+
 Rate bf16_dot_peak_gflops(int threads, int reps) {
   if (!has_avx512_vnni_bf16()) return {};
   return peak(threads, reps, bf16_loop, 12 * 64.0);

@@ -23,6 +23,8 @@ Rate int8_vnni_peak_gops(int threads, int reps = 7);
 // AMX `tdpbsud` throughput (16·16·64 MACs per instruction, 4 accumulator
 // tiles) on CPUs with Isa::amx; zeros elsewhere. GOPS.
 Rate int8_amx_peak_gops(int threads, int reps = 7);
+// AMX `tdpbf16ps` throughput (2·16·16·32 FLOP per instruction), same shape; zeros without Isa::amx. GFLOPS.
+Rate bf16_amx_peak_gflops(int threads, int reps = 7);
 // `vdpbf16ps zmm` throughput (64 FLOP per instruction), same shape. GFLOPS.
 Rate bf16_dot_peak_gflops(int threads, int reps = 7);
 // `vfmadd231ps zmm` throughput (32 FLOP per instruction), same shape; on

@@ -86,7 +86,10 @@ void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1,
                     ldc * static_cast<int64_t>(sizeof(float)));
 }
 
-void peak_loop(long iters) {
+namespace {
+
+template <bool Bf16>
+void peak(long iters) {
   configure();
   _tile_zero(0);
   _tile_zero(1);
@@ -99,12 +102,24 @@ void peak_loop(long iters) {
   // Four independent accumulators, each written every fourth instruction,
   // as in the 2×2 block; 12 products per iters / 64.
   for (long i = 0; i < 3 * (iters / 64); ++i) {
-    _tile_dpbsud(0, 4, 6);
-    _tile_dpbsud(1, 4, 7);
-    _tile_dpbsud(2, 5, 6);
-    _tile_dpbsud(3, 5, 7);
+    if constexpr (Bf16) {  // zero tiles: no subnormal or NaN inputs
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    }
   }
   release();
 }
+
+}  // namespace
+
+void peak_loop(long iters) { peak<false>(iters); }
+void peak_loop_bf16(long iters) { peak<true>(iters); }
 
 }  // namespace mixq::kernels::x86::amx

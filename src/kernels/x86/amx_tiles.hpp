@@ -43,5 +43,7 @@ void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1,
 // keeps the run as long as the vector loops' `iters`); configures and
 // releases the tiles.
 void peak_loop(long iters);
+// The same loop on tdpbf16ps (2·16·16·32 FLOP each).
+void peak_loop_bf16(long iters);
 
 }  // namespace mixq::kernels::x86::amx
