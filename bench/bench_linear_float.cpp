@@ -208,7 +208,6 @@ void fp8_vs_f32(int threads) {
   const double base = std::min(t_f32, t_bf);
   // The rows on AMX-BF16 tiles also against tdpbf16ps's own same-run peak.
   const double tile_peak = bench::bf16_amx_peak_gflops(threads).median;
-  bench::set_threads(threads);
   if (tile_peak > 0) std::printf("| tdpbf16ps peak | (calibration loop) | %d | | | %7.0f | |\n", threads, tile_peak);
   for (const FloatPathRun& p : float_paths()) {
     kernels::set_isa(p.isa);

@@ -37,6 +37,23 @@ void release() { _tile_release(); }
 
 namespace {
 
+// C tiles 0-3 += A tiles 4-5 × B tiles 6-7 (C0 = A4·B6, C1 = A4·B7,
+// C2 = A5·B6, C3 = A5·B7): int8 (tdpbsud) or bf16 pairs (tdpbf16ps).
+template <bool Bf16>
+inline void products_2x2() {
+  if constexpr (Bf16) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  } else {
+    _tile_dpbsud(0, 4, 6);
+    _tile_dpbsud(1, 4, 7);
+    _tile_dpbsud(2, 5, 6);
+    _tile_dpbsud(3, 5, 7);
+  }
+}
+
 // The 2×2 tile block of gemm_32x32 / gemm_bf16_32x32: C tiles 0-3 over
 // `chunks` chunks of A tiles 4-5 (token rows at a, a + 16·lda) and B tiles
 // 6-7 (1 KiB per chunk of b0, b1), stored at c with a row stride of ldc bytes.
@@ -53,17 +70,7 @@ void block_32x32(const uint8_t* a, int64_t lda, const uint8_t* b0, const uint8_t
     _tile_loadd(5, a1 + 64 * i, lda);
     _tile_loadd(6, b0 + 1024 * i, 64);
     _tile_loadd(7, b1 + 1024 * i, 64);
-    if constexpr (Bf16) {
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
-    } else {
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      _tile_dpbsud(2, 5, 6);
-      _tile_dpbsud(3, 5, 7);
-    }
+    products_2x2<Bf16>();
   }
   _tile_stored(0, c, ldc);
   _tile_stored(1, c + 64, ldc);
@@ -102,17 +109,7 @@ void peak(long iters) {
   // Four independent accumulators, each written every fourth instruction,
   // as in the 2×2 block; 12 products per iters / 64.
   for (long i = 0; i < 3 * (iters / 64); ++i) {
-    if constexpr (Bf16) {  // zero tiles: no subnormal or NaN inputs
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
-    } else {
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      _tile_dpbsud(2, 5, 6);
-      _tile_dpbsud(3, 5, 7);
-    }
+    products_2x2<Bf16>();  // zero tiles: no subnormal or NaN inputs
   }
   release();
 }
