@@ -5,8 +5,9 @@
 //    16-element blocks stay on VNNI;
 //  - the integer GEMM's 2×2 tile block (amx::gemm_32x32, the library's own)
 //    with its operands in L1, in L2, with B from L3 (the loop order of
-//    forward_large_amx: tiles of 4 panels, 32-row steps, panel pairs), and
-//    with the A rows 16 bytes off a cache line;
+//    forward_large_amx: tiles of 4 panels, 32-row steps, panel pairs), with
+//    the A rows 16 bytes off a cache line, A as token rows or in the
+//    kernel's tile layout, and with the next tile asked into L2;
 //  - against the `tdpbsud` peak on registers measured in the same run;
 //  - the FP8 GEMM on AMX-BF16 (float_gemm_amx_bf16) by the activation block
 //    each thread takes (kAmxBf16BlockBytes, 1 MiB), at M = 4096 K = N = 3072 on
@@ -34,28 +35,42 @@ namespace {
 
 using namespace mixq;
 
-// GOPS of gemm_32x32 over an m × k activation block (rows `offset` bytes
-// past a cache line) and n columns of int8 panels, in forward_large_amx's
-// loop order.
-double block_gops(int64_t k, int64_t m, int64_t n, int offset, double min_s, int reps) {
+// How block_gops lays out A and what it asks into L2.
+enum class ALayout { rows, tiles, tiles_l2_ahead };
+
+// GOPS of gemm_32x32 over an m × k activation block and n columns of int8
+// panels, in forward_large_amx's loop order: A as token rows (`offset` bytes
+// past a cache line) or in the kernel's tile layout (1 KiB per 16 tokens ×
+// 64 k), optionally asking each next tile of 4 panels into L2 as the kernel
+// does.
+double block_gops(int64_t k, int64_t m, int64_t n, int offset, ALayout layout, double min_s, int reps) {
+  namespace amx = kernels::x86::amx;
   std::mt19937 rng(1);
   std::vector<uint8_t> a_buf(static_cast<size_t>(m * k + 128)), b_buf(static_cast<size_t>(n * k + 64));
   for (uint8_t& v : a_buf) v = static_cast<uint8_t>(rng());
   for (uint8_t& v : b_buf) v = static_cast<uint8_t>(rng());
   auto align = [](uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; };
-  const auto* a = reinterpret_cast<const int8_t*>(align(a_buf.data()) + offset);
+  const uint8_t* a = align(a_buf.data()) + offset;
   const uint8_t* b = align(b_buf.data());
   alignas(64) int32_t c[32 * 64];
-  const int64_t panel = 16 * k;
+  const int64_t panel = 16 * k, chunks = k / 64, tiles = n / 64;
+  const bool tiled = layout != ALayout::rows;
+  const int64_t per_chunk = layout == ALayout::tiles_l2_ahead ? (4 * panel / 64 + m / 16 * chunks - 1) / (m / 16 * chunks) : 0;
   const bench::Timing t = bench::time_calls(
       [&] {
-        kernels::x86::amx::configure();
-        for (int64_t q = 0; q < n / 64; ++q)
+        amx::configure();
+        for (int64_t q = 0; q < tiles; ++q) {
+          const uint8_t* next = b + (q + 1 < tiles ? q + 1 : 0) * 4 * panel;
+          int64_t call = 0;
           for (int64_t r = 0; r < m; r += 32)
-            for (int64_t p = 4 * q; p < 4 * q + 4; p += 2)
-              kernels::x86::amx::gemm_32x32(a + r * k, k, b + p * panel, b + (p + 1) * panel, k / 64,
-                                            c + (p - 4 * q) * 16, 64);
-        kernels::x86::amx::release();
+            for (int64_t p = 4 * q; p < 4 * q + 4; p += 2, ++call) {
+              const uint8_t* rows = a + r * k;
+              const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * k, 64, 1024} : amx::ATiles{rows, rows + 16 * k, k, 64};
+              const amx::L2Ahead ahead = per_chunk ? amx::L2Ahead{next + 64 * call * chunks * per_chunk, per_chunk} : amx::L2Ahead{};
+              amx::gemm_32x32(at, b + p * panel, b + (p + 1) * panel, chunks, c + (p - 4 * q) * 16, 64, ahead);
+            }
+        }
+        amx::release();
       },
       min_s, reps);
   return 2.0 * m * n * k / t.median / 1e9;
@@ -116,16 +131,20 @@ int main(int argc, char** argv) {
     const char* name;
     int64_t k, m, n;
     int offset;
+    ALayout layout;
   };
   const Case cases[] = {
-      {"operands in L1 (K=256, 32 rows, 64 cols)", 256, 32, 64, 0},
-      {"operands in L2 (K=3072, 256 rows, 64 cols)", 3072, 256, 64, 0},
-      {"B from L3 (K=3072, 256 rows, 3072 cols)", 3072, 256, 3072, 0},
-      {"same, A rows 16 bytes off a line", 3072, 256, 3072, 16},
+      {"operands in L1 (K=256, 32 rows, 64 cols)", 256, 32, 64, 0, ALayout::rows},
+      {"operands in L2 (K=3072, 256 rows, 64 cols)", 3072, 256, 64, 0, ALayout::rows},
+      {"same, A in the tile layout", 3072, 256, 64, 0, ALayout::tiles},
+      {"B from L3 (K=3072, 256 rows, 3072 cols)", 3072, 256, 3072, 0, ALayout::rows},
+      {"same, A rows 16 bytes off a line", 3072, 256, 3072, 16, ALayout::rows},
+      {"same, A in the tile layout", 3072, 256, 3072, 0, ALayout::tiles},
+      {"same, next tile asked into L2 (the kernel)", 3072, 256, 3072, 0, ALayout::tiles_l2_ahead},
   };
   std::printf("\n%-44s %10s %10s\n", "gemm_32x32 (2x2 tiles), forward_large_amx order", "GOPS", "of peak");
   for (const Case& c : cases) {
-    const double g = block_gops(c.k, c.m, c.n, c.offset, min_s, reps);
+    const double g = block_gops(c.k, c.m, c.n, c.offset, c.layout, min_s, reps);
     std::printf("%-44s %10.0f %9.0f%%\n", c.name, g, 100.0 * g / peak.median);
   }
   set_num_threads(0);

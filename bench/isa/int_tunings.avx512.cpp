@@ -51,6 +51,9 @@ struct AmxBlock1536K : AmxTile {
 struct AmxBlock3M : AmxTile {
   static constexpr int64_t kActBlockBytes = 3072 * 1024;
 };
+struct AmxNoNextTile : AmxTile {
+  static constexpr bool kAmxNextTileToL2 = false;
+};
 
 template <class T>
 std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
@@ -93,6 +96,7 @@ std::vector<IntTuning> int_tunings_amx() {
           {"AMX, activation block 384 KiB", make<AmxBlock384K>},
           {"AMX, activation block 1536 KiB", make<AmxBlock1536K>},
           {"AMX, activation block 3 MiB", make<AmxBlock3M>},
+          {"AMX, next tile not asked into L2", make<AmxNoNextTile>},
           {"AVX-512 VNNI default (no tiles)", make<Base>},
           {"AMX, rows read in place (no packed copy)", make_in_place<AmxTile>}};
 }

@@ -24,19 +24,40 @@ void configure();
 // Returns the calling thread's tiles to their initial state.
 void release();
 
+// Where the A tiles of a 32-token block lie: chunk i (64 k bytes) of tokens
+// 0-15 at rows0 + i·chunk_stride, of tokens 16-31 at rows16 + i·chunk_stride,
+// one token row every row_stride bytes. Plain token rows (stride lda) are
+// {a, a + 16·lda, lda, 64}; the integer kernels' tile layout (each chunk of
+// 16 tokens 1 KiB in one piece: a tile load reads 16 consecutive cache
+// lines, which the prefetchers follow) is {a, a + 16·lda, 64, 1024}.
+struct ATiles {
+  const void* rows0;
+  const void* rows16;
+  int64_t row_stride;
+  int64_t chunk_stride;
+};
+
+// Lines another block will read next, asked into L2 while this one runs
+// (prefetcht1): lines_per_chunk cache lines per chunk of K, consecutive
+// from `next`. Prefetches never fault; {nullptr, 0} asks for nothing.
+struct L2Ahead {
+  const void* next = nullptr;
+  int64_t lines_per_chunk = 0;
+};
+
 // c[r][j] (int32, row stride ldc elements) = Σ_k a[r][k] · b_j[k] for
-// r < 32 (token rows of `a`, stride lda bytes) and the 32 columns j of the
-// panels b0 (columns 0-15) and b1 (16-31), over `chunks` chunks of 64 k.
+// r < 32 (the token rows of `a`) and the 32 columns j of the panels b0
+// (columns 0-15) and b1 (16-31), over `chunks` chunks of 64 k.
 // a: 32 rows, each readable for 64·chunks bytes; b0, b1: 1 KiB per chunk.
-void gemm_32x32(const int8_t* a, int64_t lda, const uint8_t* b0, const uint8_t* b1, int64_t chunks, int32_t* c,
-                int64_t ldc);
+void gemm_32x32(const ATiles& a, const uint8_t* b0, const uint8_t* b1, int64_t chunks, int32_t* c, int64_t ldc,
+                L2Ahead ahead = {});
 
 // The same blocking for bf16 (tdpbf16ps): a holds 32 token rows of bf16
-// k-pairs (stride lda bytes), b0 / b1 16 k-pair rows of 16 columns' pairs
-// per chunk (1 KiB), c f32. Products of bf16 values are exact; the f32
-// accumulation order inside a tile is the hardware's.
-void gemm_bf16_32x32(const void* a, int64_t lda, const void* b0, const void* b1, int64_t chunks, float* c,
-                     int64_t ldc);
+// k-pairs (16 pairs = 64 bytes per chunk), b0 / b1 16 k-pair rows of 16
+// columns' pairs per chunk (1 KiB), c f32. Products of bf16 values are
+// exact; the f32 accumulation order inside a tile is the hardware's.
+void gemm_bf16_32x32(const ATiles& a, const void* b0, const void* b1, int64_t chunks, float* c, int64_t ldc,
+                     L2Ahead ahead = {});
 
 // The calibration loop: iters / 64 rounds of 12 tdpbsud (2·16·16·64 ops
 // each) on tiles that stay in registers (a tdpbsud takes ~16 cycles: 1/64

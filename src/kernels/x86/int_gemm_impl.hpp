@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/hadamard_fast_impl.hpp"
@@ -68,6 +69,8 @@ namespace {
 //  kAmx: large M runs on AMX tiles (forward_large_amx; set only by the
 //    tuning of int_gemm_amx.avx512.cpp, whose kernel the dispatch builds on
 //    Isa::amx; the tile instructions live in amx_tiles.avx512amx.cpp).
+//  kAmxNextTileToL2: on AMX, each tile's blocks ask the next tile's weight
+//    bytes into L2 (forward_large_amx); bench_int_tunings measures without.
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
@@ -89,6 +92,7 @@ struct IntTile<16> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
   static constexpr bool kAmx = false;
+  static constexpr bool kAmxNextTileToL2 = true;
 };
 template <>
 struct IntTile<8> {
@@ -99,6 +103,7 @@ struct IntTile<8> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
   static constexpr bool kAmx = false;
+  static constexpr bool kAmxNextTileToL2 = true;
 };
 
 constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
@@ -117,13 +122,14 @@ struct ActBlock {
 // for the scale, x / s rounded half-to-even, clamped, NaN -> 0.
 //
 // `slots`: tokens per 4-byte step of the layout: kMr for an activation panel,
-// 1 for a plain row (q[k] at panel[k], for rows_dot).
+// 1 for a plain row: q[k] at panel[(k / 64)·chunk_stride + k % 64] (64 for
+// rows_dot's rows, 1024 for the AMX tile layout).
 // `low_x16` (int4 weights with int4 activations, see WeightMode::int4_x16):
 // the values at k with k % 8 < 4 (they meet the weights' low nibbles) are
 // stored times 16 (|16·q| <= 112 fits int8); the row sum stays unscaled.
 template <class V>
 void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_x16, int8_t* panel, int r,
-                  int slots, float* scale_out, int32_t* sum_out) {
+                  int slots, float* scale_out, int32_t* sum_out, int64_t chunk_stride = 64) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes;
@@ -162,14 +168,17 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
     const I qi = V::cvtr_where(ordered, qv);
     vsum = V::addi(vsum, qi);
     const I stored = low_x16 ? V::mullo(qi, x16) : qi;
-    if (slots == 1 && i + L <= kp) {  // a plain row: the L codes in place
-      V::store_i8(panel + i, stored);
+    // A plain row's L codes lie in one 64-byte chunk (L divides 64).
+    int8_t* const row_at = panel + (i / 64) * chunk_stride + i % 64;
+    if (slots == 1 && i + L <= kp) {
+      V::store_i8(row_at, stored);
       continue;
     }
     alignas(16) int32_t words[L / 4];
     V::store_i8(reinterpret_cast<int8_t*>(words), stored);
     const int64_t kk0 = i / 4;
-    for (int w = 0; w < L / 4 && kk0 + w < steps; ++w) std::memcpy(panel + ((kk0 + w) * slots + r) * 4, &words[w], 4);
+    for (int w = 0; w < L / 4 && kk0 + w < steps; ++w)
+      std::memcpy(slots == 1 ? row_at + 4 * w : panel + ((kk0 + w) * slots + r) * 4, &words[w], 4);
   }
   *sum_out = V::reduce_add(vsum);
 }
@@ -437,8 +446,11 @@ class SimdIntKernel final : public IntKernel {
   //  panels:   activation panels of kMr tokens (int_pack.hpp), for micro();
   //  rows_dot: rows of kp bytes, for rows_dot: in k order against int8 rows,
   //            even k then odd k against int4 rows;
-  //  tiles:    rows of kp rounded up to 64 bytes in k order, zero past K, the
-  //            row count rounded up to 32 with zero rows (AMX A tiles).
+  //  tiles:    AMX A tiles: rows of kp rounded up to 64 bytes (`stride`) in
+  //            k order, zero past K, the row count rounded up to 32 with zero
+  //            rows; each 16 tokens' chunk of 64 k is one 1 KiB piece (16
+  //            rows of 64 bytes), chunk i of tokens [16g, 16g + 16) at
+  //            16g·stride + 1024·i (amx::ATiles).
   enum class ActLayout { panels, rows_dot, tiles };
   static int64_t tile_stride(int64_t kp) { return (kp + 63) / 64 * 64; }
 
@@ -462,10 +474,14 @@ class SimdIntKernel final : public IntKernel {
         hadamard_row<V>(blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
-      int8_t* q = blk.q.data() + blk.at + (plain ? r * stride : (r / kMr) * kp * kMr);
+      const bool tiles = layout == ActLayout::tiles;
+      int8_t* q = blk.q.data() + blk.at +
+                  (tiles   ? (r / 16) * 16 * stride + (r % 16) * 64
+                   : plain ? r * stride
+                           : (r / kMr) * kp * kMr);
       quantize_row<V>(src, k, kp, act_, !plain && mode_ == WeightMode::int4_x16, q,
                       plain ? 0 : static_cast<int>(r % kMr), plain ? 1 : kMr, &blk.scale[static_cast<size_t>(r)],
-                      &blk.sum[static_cast<size_t>(r)]);
+                      &blk.sum[static_cast<size_t>(r)], tiles ? 1024 : 64);
       if (layout == ActLayout::rows_dot && w_.int4) {  // kp == k (a multiple of 8)
         blk.split.resize(static_cast<size_t>(kp));
         for (int64_t i = 0; i < kp / 2; ++i) {
@@ -678,14 +694,26 @@ class SimdIntKernel final : public IntKernel {
     }
   }
 
+  // Where tile q's P weight panels come from (packed panels or in-place
+  // rows: contiguous either way) and how many bytes, for the L2 prefetch of
+  // the tile that follows in forward_large_amx.
+  std::pair<const uint8_t*, int64_t> tile_source(int64_t q) const {
+    if (!w_.rows) return {w_.panel(P * q), P * w_.panel_bytes};
+    const int64_t row0 = P * q * kPanelCols, rows = std::min<int64_t>(P * kPanelCols, w_.n - row0);
+    return {w_.rows + row0 * w_.row_bytes, rows * w_.row_bytes};
+  }
+
   // Large M on AMX tiles (amx_tiles.hpp): blocks of tokens as in
-  // forward_large, quantized as plain rows (ActLayout::tiles); per tile of P
-  // panels, every 32 tokens run a full K against 2 panels at a time
-  // (amx::gemm_32x32: 4 C tiles), then the common epilogue. The sums are
+  // forward_large, quantized in the A tile layout (ActLayout::tiles); per
+  // tile of P panels, every 32 tokens run a full K against 2 panels at a
+  // time (amx::gemm_32x32: 4 C tiles), then the common epilogue. While a
+  // tile runs, its blocks ask the next tile's weight bytes into L2 (the
+  // first 32 tokens of a tile otherwise wait on L3 for every B tile: 20-25 %
+  // of the GEMM's time, BENCHMARKS.md "Third AMX session"). The sums are
   // the exact int32 dots of micro(), so the output is bit-identical.
   void forward_large_amx(const float* x, int64_t m, float* y) const {
     static_assert(P % 2 == 0, "gemm_32x32 takes panels in pairs");
-    const int64_t stride = tile_stride(w_.kp);
+    const int64_t stride = tile_stride(w_.kp), chunks = stride / 64, tiles = w_.panels / P;
     const int64_t mc = util::balanced_block_rows(m, T::kActBlockBytes / stride, 32, mixq::num_threads());
     const int64_t nblocks = (m + mc - 1) / mc;
     util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
@@ -699,17 +727,27 @@ class SimdIntKernel final : public IntKernel {
         const int64_t row0 = bi * mc;
         const int64_t rows = std::min(mc, m - row0);
         prepare(x + row0 * w_.k, rows, blk, ActLayout::tiles);
-        for (int64_t q = 0; q < w_.panels / P; ++q) {
+        // The next tile's bytes, spread evenly over this tile's blocks.
+        const int64_t calls = (rows + 31) / 32 * (P / 2);
+        for (int64_t q = 0; q < tiles; ++q) {
           int64_t panel[P];
           for (int c = 0; c < P; ++c) panel[c] = P * q + c;
           const uint8_t* b[P];
           tile_panels(panel, aligned64(tile.data()), b);
+          const auto [next, next_bytes] =
+              T::kAmxNextTileToL2 ? tile_source(q + 1 < tiles ? q + 1 : 0) : std::pair<const uint8_t*, int64_t>{};
+          const int64_t lines = (next_bytes + 63) / 64, per_chunk = (lines + calls * chunks - 1) / (calls * chunks);
           util::PhaseScope phase("integer GEMM + epilogue");
+          int64_t call = 0;
           for (int64_t r0 = 0; r0 < rows; r0 += 32) {
             const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
             prefetch_output(row0 + r0, mr, panel, y);
-            for (int c = 0; c < P; c += 2)
-              amx::gemm_32x32(blk.q.data() + blk.at + r0 * stride, stride, b[c], b[c + 1], stride / 64, acc + c * 16, P * 16);
+            const int8_t* a = blk.q.data() + blk.at + r0 * stride;
+            for (int c = 0; c < P; c += 2, ++call) {
+              const int64_t from = call * chunks * per_chunk;
+              const amx::L2Ahead ahead = from < lines ? amx::L2Ahead{next + 64 * from, per_chunk} : amx::L2Ahead{};
+              amx::gemm_32x32({a, a + 16 * stride, 64, 1024}, b[c], b[c + 1], chunks, acc + c * 16, P * 16, ahead);
+            }
             epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
           }
         }
