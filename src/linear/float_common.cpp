@@ -82,8 +82,8 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   if (path_ == FastPath::avx512 && !fma_) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
-    // AMX tiles: rows of a multiple of 16 pairs, 64-byte aligned, m rounded
-    // up to 32 rows (x86::float_gemm_amx_bf16).
+    // AMX tiles: rows of a multiple of 16 pairs in the A tile layout,
+    // 64-byte aligned, m rounded up to 32 rows (x86::float_gemm_amx_bf16).
     const bool tiles = amx_ && m >= kAmxRows;
     const int64_t lda = tiles ? (w.steps + 15) / 16 * 16 : w.steps;
     const int64_t rows = tiles ? (m + 31) / 32 * 32 : m;
@@ -92,7 +92,7 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
     uint32_t* at = a.data() + (16 - reinterpret_cast<uintptr_t>(a.data()) % 64 / 4) % 16;
     {
       util::PhaseScope phase("prepare activations (bf16 pairs)");
-      x86::prepare_bf16_avx512(x, m, k, lda, prep, inv_scale, at);
+      x86::prepare_bf16_avx512(x, m, k, lda, prep, inv_scale, at, tiles);
     }
     util::PhaseScope phase("float GEMM (weights decoded in the kernel)");
     if (tiles) x86::float_gemm_amx_bf16(at, lda, m, w, alpha, bias, y);

@@ -20,8 +20,8 @@ void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActP
 }
 
 void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep, float inv_scale,
-                         uint32_t* out) {
-  prepare_bf16(x, m, k, steps, prep, inv_scale, out);
+                         uint32_t* out, bool amx_tiles) {
+  prepare_bf16(x, m, k, steps, prep, inv_scale, out, amx_tiles);
 }
 
 }  // namespace mixq::kernels::x86

@@ -103,9 +103,12 @@ void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, 
                             const float* bias, float* y);
 
 // AMX-BF16 core over the same `pairs` panels (Isa::amx; float_gemm_amx.avx512.cpp),
-// for many rows: a is bf16 pairs [m, lda] with lda a multiple of 16 (>=
-// w.steps, zero past them), rows 64-byte aligned and readable up to m
-// rounded up to 32 (the rows past m are never stored). y as above.
+// for many rows: a is bf16 pairs of m rows of lda pairs, lda a multiple of
+// 16 (>= w.steps, zero past them), in the AMX A tile layout: chunk i (16
+// pairs, 64 bytes) of row r at a + (r / 16)·16·lda + 256·i + 16·(r % 16)
+// (uint32 units), so that a tile load reads 1 KiB in one piece
+// (prepare_bf16_avx512 with amx_tiles); 64-byte aligned and readable up to
+// m rounded up to 32 rows (the rows past m are never stored). y as above.
 // Threads take blocks of about `block_bytes` of activation rows (1 MiB
 // measured best on 2 threads at K = 3072: `bench_amx --fp8-blocks`).
 constexpr int64_t kAmxBf16BlockBytes = 1 << 20;
@@ -125,8 +128,10 @@ void prepare_f32_avx2(const float* x, int64_t m, int64_t k, int64_t cols, ActPre
                       float* out);
 void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
                         float* out);
-// Into bf16 pairs [m, steps] (steps = ceil(cols/2), columns past k zero).
+// Into bf16 pairs [m, steps] (steps = ceil(cols/2), columns past k zero),
+// as rows, or with amx_tiles (steps a multiple of 16) in the AMX A tile
+// layout of float_gemm_amx_bf16.
 void prepare_bf16_avx512(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep, float inv_scale,
-                         uint32_t* out);
+                         uint32_t* out, bool amx_tiles = false);
 
 }  // namespace mixq::kernels::x86

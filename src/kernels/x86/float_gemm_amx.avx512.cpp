@@ -1,7 +1,7 @@
 // The FP8 / MXFP8 GEMM on AMX-BF16 tiles (float_gemm.hpp, float_gemm_amx_bf16).
 //
-// Threads take blocks of token rows (their bf16 activations stay in L2, as
-// the integer kernels' blocks do). Per block and pair of weight panels, both
+// Threads take blocks of token rows (their bf16 activations, in the A tile
+// layout, stay in L2, as the integer kernels' blocks do). Per block and pair of weight panels, both
 // panels are decoded over the full K into a thread buffer of bf16 k-pair
 // rows, exactly as the vdpbf16ps core widens them in registers
 // (FloatIo<Avx512>::fp8_pairs, MXFP8 block scales multiplied in: exact), which
@@ -83,7 +83,7 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
             const int64_t cols = std::min<int64_t>(32, n - p * 16);
             for (int64_t r0 = 0; r0 < rows; r0 += 32) {
               const uint32_t* tokens = a + (row0 + r0) * lda;
-              amx::gemm_bf16_32x32({tokens, tokens + 16 * lda, row_bytes, 64}, bp[0], bp[1], chunks, acc, 32);
+              amx::gemm_bf16_32x32({tokens, tokens + 16 * lda, 64, 1024}, bp[0], bp[1], chunks, acc, 32);
               const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
               const __m512 va = _mm512_set1_ps(alpha);
               for (int r = 0; r < mr; ++r) {

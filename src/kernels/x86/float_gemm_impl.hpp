@@ -162,12 +162,12 @@ struct FloatIo<Avx512> {
     const __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-  // Stores 32 f32 (lo: k0..k0+15, hi: k0+16..k0+31) as 16 bf16 pairs.
+  // Stores 32 f32 (lo: k0..k0+15, hi: k0+16..k0+31) as bf16 pairs: the
+  // first min(pairs, 16), nothing past them (in the AMX tile layout the next
+  // 64 bytes are another token's).
   static void store_pairs(uint32_t* dst, int64_t pairs, __m512 lo, __m512 hi) {
     const __m512i packed = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
-    _mm512_mask_storeu_epi32(dst, Avx512::mask(pairs), packed);
-    if (pairs > 16)
-      _mm512_mask_storeu_epi32(dst + 16, Avx512::mask(pairs - 16), _mm512_shuffle_i64x2(packed, packed, 0xEE));
+    _mm512_mask_storeu_epi32(dst, Avx512::mask(std::min<int64_t>(pairs, 16)), packed);
   }
 };
 #pragma GCC diagnostic pop
@@ -666,14 +666,16 @@ void prepare_f32(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep pre
 
 #if defined(__AVX512F__)
 inline void prepare_bf16(const float* x, int64_t m, int64_t k, int64_t steps, ActPrep prep, float inv_scale,
-                         uint32_t* out) {
+                         uint32_t* out, bool amx_tiles) {
   if (k > 2 * steps) fail("float gemm: activation has {} columns, the weight only {}", k, 2 * steps);
   util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r)
       for (int64_t k0 = 0; k0 < 2 * steps; k0 += kPrepChunk) {
         __m512 v[2];
         prepare_values<Avx512>(x + r * k, k, k0, prep, inv_scale, v);  // the bf16 store rounds
-        FloatIo<Avx512>::store_pairs(out + r * steps + k0 / 2, steps - k0 / 2, v[0], v[1]);
+        // A chunk of 32 values is 16 pairs: 64 bytes, one A tile row.
+        uint32_t* at = amx_tiles ? out + (r / 16) * 16 * steps + (k0 / 32) * 256 + (r % 16) * 16 : out + r * steps + k0 / 2;
+        FloatIo<Avx512>::store_pairs(at, steps - k0 / 2, v[0], v[1]);
       }
   });
 }
