@@ -8,6 +8,8 @@
 //    forward_large_amx: tiles of 4 panels, 32-row steps, panel pairs), with
 //    the A rows 16 bytes off a cache line, A as token rows or in the
 //    kernel's tile layout, and with the next tile asked into L2;
+//  - the bf16 block of the FP8 GEMM (gemm_bf16_32x32) with A as token rows
+//    or in the tile layout;
 //  - against the `tdpbsud` peak on registers measured in the same run;
 //  - the FP8 GEMM on AMX-BF16 (float_gemm_amx_bf16) by the activation block
 //    each thread takes (kAmxBf16BlockBytes, 1 MiB), at M = 4096 K = N = 3072 on
@@ -35,45 +37,63 @@ namespace {
 
 using namespace mixq;
 
-// How block_gops lays out A and what it asks into L2.
+// How an integer block case lays out A and what it asks into L2.
 enum class ALayout { rows, tiles, tiles_l2_ahead };
 
-// GOPS of gemm_32x32 over an m × k activation block and n columns of int8
-// panels, in forward_large_amx's loop order: A as token rows (`offset` bytes
-// past a cache line) or in the kernel's tile layout (1 KiB per 16 tokens ×
-// 64 k), optionally asking each next tile of 4 panels into L2 as the kernel
-// does.
-double block_gops(int64_t k, int64_t m, int64_t n, int offset, ALayout layout, double min_s, int reps) {
+struct IntBlockCase {
+  const char* name;
+  int64_t k, m, n;
+  int offset;  // A rows this many bytes past a cache line
+  ALayout layout;
+};
+
+// One call of gemm_32x32 over an m × k activation block and n columns of
+// int8 panels, in forward_large_amx's loop order: A as token rows or in the
+// kernel's tile layout (1 KiB per 16 tokens × 64 k), optionally asking each
+// next tile of 4 panels into L2 as the kernel does. a, b: 64-byte aligned
+// buffers large enough for every case.
+void int_block(const IntBlockCase& cs, const uint8_t* a_base, const uint8_t* b) {
   namespace amx = kernels::x86::amx;
-  std::mt19937 rng(1);
-  std::vector<uint8_t> a_buf(static_cast<size_t>(m * k + 128)), b_buf(static_cast<size_t>(n * k + 64));
-  for (uint8_t& v : a_buf) v = static_cast<uint8_t>(rng());
-  for (uint8_t& v : b_buf) v = static_cast<uint8_t>(rng());
-  auto align = [](uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; };
-  const uint8_t* a = align(a_buf.data()) + offset;
-  const uint8_t* b = align(b_buf.data());
+  const int64_t k = cs.k, m = cs.m, panel = 16 * k, chunks = k / 64, tiles = cs.n / 64;
+  const uint8_t* a = a_base + cs.offset;
+  const bool tiled = cs.layout != ALayout::rows;
+  const int64_t per_chunk =
+      cs.layout == ALayout::tiles_l2_ahead ? (4 * panel / 64 + m / 16 * chunks - 1) / (m / 16 * chunks) : 0;
   alignas(64) int32_t c[32 * 64];
-  const int64_t panel = 16 * k, chunks = k / 64, tiles = n / 64;
-  const bool tiled = layout != ALayout::rows;
-  const int64_t per_chunk = layout == ALayout::tiles_l2_ahead ? (4 * panel / 64 + m / 16 * chunks - 1) / (m / 16 * chunks) : 0;
-  const bench::Timing t = bench::time_calls(
-      [&] {
-        amx::configure();
-        for (int64_t q = 0; q < tiles; ++q) {
-          const uint8_t* next = b + (q + 1 < tiles ? q + 1 : 0) * 4 * panel;
-          int64_t call = 0;
-          for (int64_t r = 0; r < m; r += 32)
-            for (int64_t p = 4 * q; p < 4 * q + 4; p += 2, ++call) {
-              const uint8_t* rows = a + r * k;
-              const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * k, 64, 1024} : amx::ATiles{rows, rows + 16 * k, k, 64};
-              const amx::L2Ahead ahead = per_chunk ? amx::L2Ahead{next + 64 * call * chunks * per_chunk, per_chunk} : amx::L2Ahead{};
-              amx::gemm_32x32(at, b + p * panel, b + (p + 1) * panel, chunks, c + (p - 4 * q) * 16, 64, ahead);
-            }
-        }
-        amx::release();
-      },
-      min_s, reps);
-  return 2.0 * m * n * k / t.median / 1e9;
+  amx::configure();
+  for (int64_t q = 0; q < tiles; ++q) {
+    const uint8_t* next = b + (q + 1 < tiles ? q + 1 : 0) * 4 * panel;
+    int64_t call = 0;
+    for (int64_t r = 0; r < m; r += 32)
+      for (int64_t p = 4 * q; p < 4 * q + 4; p += 2, ++call) {
+        const uint8_t* rows = a + r * k;
+        const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * k, 64, 1024} : amx::ATiles{rows, rows + 16 * k, k, 64};
+        const amx::L2Ahead ahead =
+            per_chunk ? amx::L2Ahead{next + 64 * call * chunks * per_chunk, per_chunk} : amx::L2Ahead{};
+        amx::gemm_32x32(at, b + p * panel, b + (p + 1) * panel, chunks, c + (p - 4 * q) * 16, 64, ahead);
+      }
+  }
+  amx::release();
+}
+
+// One call of gemm_bf16_32x32 in float_gemm_amx_bf16's loop order: a block
+// of 160 token rows (~1 MiB of bf16 pairs at K = 3072) against two decoded
+// panels (192 KiB), both in L2, for 8 panel pairs; A as token rows or in the
+// tile layout.
+constexpr int64_t kBf16K = 3072, kBf16Rows = 160;
+void bf16_block(bool tiled, const uint8_t* a, const uint8_t* b) {
+  namespace amx = kernels::x86::amx;
+  const int64_t row_bytes = 2 * kBf16K, chunks = kBf16K / 32;
+  alignas(64) float c[32 * 32];
+  amx::configure();
+  for (int pair = 0; pair < 8; ++pair)
+    for (int64_t r = 0; r < kBf16Rows; r += 32) {
+      const uint8_t* rows = a + r * row_bytes;
+      const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * row_bytes, 64, 1024}
+                                   : amx::ATiles{rows, rows + 16 * row_bytes, row_bytes, 64};
+      amx::gemm_bf16_32x32(at, b, b + 16 * row_bytes, chunks, c, 32);
+    }
+  amx::release();
 }
 
 // ms per call of the FP8 E4M3 GEMM on AMX-BF16 (k-pair panels, bf16
@@ -127,13 +147,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) best = std::min(best, bench::amx_tdpbsud_ns(kb, quick ? 2'000'000 : 10'000'000));
     std::printf("K = %-40d %10.2f   (%.0f GOPS)\n", kb, best, 2.0 * 16 * 16 * kb / best);
   }
-  struct Case {
-    const char* name;
-    int64_t k, m, n;
-    int offset;
-    ALayout layout;
-  };
-  const Case cases[] = {
+  // The block cases in alternating rounds (this VM's AMX throughput comes
+  // and goes in bursts: a case measured alone can land in a slow one).
+  const IntBlockCase cases[] = {
       {"operands in L1 (K=256, 32 rows, 64 cols)", 256, 32, 64, 0, ALayout::rows},
       {"operands in L2 (K=3072, 256 rows, 64 cols)", 3072, 256, 64, 0, ALayout::rows},
       {"same, A in the tile layout", 3072, 256, 64, 0, ALayout::tiles},
@@ -142,10 +158,29 @@ int main(int argc, char** argv) {
       {"same, A in the tile layout", 3072, 256, 3072, 0, ALayout::tiles},
       {"same, next tile asked into L2 (the kernel)", 3072, 256, 3072, 0, ALayout::tiles_l2_ahead},
   };
+  std::mt19937 rng(1);
+  std::vector<uint8_t> a_buf(256 * 3072 + 128), b_buf(3072 * 3072 + 64);
+  for (uint8_t& v : a_buf) v = static_cast<uint8_t>(rng());
+  for (uint8_t& v : b_buf) v = static_cast<uint8_t>(rng());
+  auto align = [](uint8_t* p) { return p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64; };
+  const std::vector<double> int_s = bench::alternating_medians(
+      std::size(cases), reps, min_s, [&](size_t v) { int_block(cases[v], align(a_buf.data()), align(b_buf.data())); });
   std::printf("\n%-44s %10s %10s\n", "gemm_32x32 (2x2 tiles), forward_large_amx order", "GOPS", "of peak");
-  for (const Case& c : cases) {
-    const double g = block_gops(c.k, c.m, c.n, c.offset, c.layout, min_s, reps);
+  for (size_t v = 0; v < std::size(cases); ++v) {
+    const IntBlockCase& c = cases[v];
+    const double g = 2.0 * c.m * c.n * c.k / int_s[v] / 1e9;
     std::printf("%-44s %10.0f %9.0f%%\n", c.name, g, 100.0 * g / peak.median);
+  }
+  // bf16 ones (1.0) in both operands: finite products, no subnormals.
+  std::vector<uint16_t> fa(kBf16Rows * kBf16K + 32, 0x3F80), fb(32 * kBf16K + 32, 0x3F80);
+  const std::vector<double> bf16_s = bench::alternating_medians(2, reps, min_s, [&](size_t v) {
+    bf16_block(v == 1, align(reinterpret_cast<uint8_t*>(fa.data())), align(reinterpret_cast<uint8_t*>(fb.data())));
+  });
+  std::printf("\n%-44s %10s %10s\n", "gemm_bf16_32x32, float_gemm_amx_bf16 order", "GFLOPS", "of peak");
+  for (size_t v = 0; v < 2; ++v) {
+    const double g = 2.0 * kBf16Rows * 32 * kBf16K * 8 / bf16_s[v] / 1e9;
+    std::printf("%-44s %10.0f %9.0f%%\n", v == 1 ? "A in the tile layout (the kernel)" : "A as token rows", g,
+                100.0 * g / bf16.median);
   }
   set_num_threads(0);
   std::printf("\n# %d threads\n", num_threads());
