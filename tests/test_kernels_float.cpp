@@ -310,58 +310,65 @@ TEST(KernelsFloat, Nvfp4NanScaleDisablesFastPath) {
 }
 
 // The activation preparation yields exactly the reference quantizer's values
-// (avx512: bf16 pairs; avx512_fma / avx2: f32 values, `none` = x with zero
-// padding, `round` (avx512_fma) = the bf16 value of x).
+// (avx512: bf16 pairs, as rows and in the AMX A tile layout; avx512_fma /
+// avx2: f32 values, `none` = x with zero padding, `round` (avx512_fma) = the
+// bf16 value of x). 17 rows in the tile layout cross a 16-token group: a store
+// past a token's 64-byte chunk would land in another token's (or the next
+// chunk's) row.
 TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
-  for (int64_t k : {1, 31, 64, 70}) {
-    const int64_t m = 5;
-    std::vector<float> x = random_floats(static_cast<size_t>(m * k), 40 + k, 30.0f);
-    x[0] = 1e6f;      // saturates
-    if (k > 2) x[1] = 1e-9f;  // FP8 subnormal / underflow
-    const int64_t steps = (k + 31) / 32 * 16, cols = 2 * steps;
-    std::vector<uint32_t> pairs(static_cast<size_t>(m * steps));
-    std::vector<float> f32(static_cast<size_t>(m * cols));
-    auto prepare = [&](x86::ActPrep prep, float inv) {
-      if (avx512()) x86::prepare_bf16_avx512(x.data(), m, k, steps, prep, inv, pairs.data());
-      else prepare_f32(x.data(), m, k, cols, prep, inv, f32.data());
-    };
-    auto value = [&](int64_t r, int64_t c) {
-      if (!avx512()) return f32[r * cols + c];
-      const uint32_t word = pairs[r * steps + c / 2];
-      return bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? word & 0xFFFF : word >> 16));
-    };
-    for (DType dt : {DType::F8_E4M3, DType::F8_E5M2}) {
-      const float scale = 0.37f;
-      std::vector<uint8_t> q(x.size());
-      quant::quantize_fp8(x.data(), m * k, scale, dt, q.data());
-      prepare(dt == DType::F8_E4M3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2, 1.0f / scale);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const float want = c < k ? (dt == DType::F8_E4M3 ? e4m3_to_f32(q[r * k + c]) : e5m2_to_f32(q[r * k + c])) : 0.0f;
-          ASSERT_EQ(value(r, c), want) << dtype_name(dt) << " k=" << k << " (" << r << ", " << c << ")";
-        }
-    }
-    const quant::Mxfp8Blocks mx = quant::quantize_mxfp8(x.data(), m, k);
-    prepare(x86::ActPrep::mxfp8, 1.0f);
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t c = 0; c < cols; ++c) {
-        const float want = e4m3_to_f32(mx.codes[r * mx.cols + c]) * e8m0_to_f32(mx.exponents[r * (mx.cols / 32) + c / 32]);
-        ASSERT_EQ(value(r, c), want) << "mxfp8 k=" << k << " (" << r << ", " << c << ")";
+  for (int64_t k : {1, 31, 64, 70})
+    for (const bool tiles : {false, true}) {
+      if (tiles && !avx512()) continue;
+      const int64_t m = tiles ? 17 : 5;
+      std::vector<float> x = random_floats(static_cast<size_t>(m * k), 40 + k, 30.0f);
+      x[0] = 1e6f;      // saturates
+      if (k > 2) x[1] = 1e-9f;  // FP8 subnormal / underflow
+      const int64_t steps = (k + 31) / 32 * 16, cols = 2 * steps;
+      std::vector<uint32_t> pairs(static_cast<size_t>((m + 15) / 16 * 16 * steps));
+      std::vector<float> f32(static_cast<size_t>(m * cols));
+      auto prepare = [&](x86::ActPrep prep, float inv) {
+        if (avx512()) x86::prepare_bf16_avx512(x.data(), m, k, steps, prep, inv, pairs.data(), tiles);
+        else prepare_f32(x.data(), m, k, cols, prep, inv, f32.data());
+      };
+      auto value = [&](int64_t r, int64_t c) {
+        if (!avx512()) return f32[r * cols + c];
+        // Tile layout: pair c / 2 of row r in its 16-token group's chunk (16 pairs = 64 bytes each).
+        const int64_t at = tiles ? (r / 16) * 16 * steps + (c / 32) * 256 + (r % 16) * 16 + (c / 2) % 16 : r * steps + c / 2;
+        const uint32_t word = pairs[at];
+        return bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? word & 0xFFFF : word >> 16));
+      };
+      for (DType dt : {DType::F8_E4M3, DType::F8_E5M2}) {
+        const float scale = 0.37f;
+        std::vector<uint8_t> q(x.size());
+        quant::quantize_fp8(x.data(), m * k, scale, dt, q.data());
+        prepare(dt == DType::F8_E4M3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2, 1.0f / scale);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            const float want = c < k ? (dt == DType::F8_E4M3 ? e4m3_to_f32(q[r * k + c]) : e5m2_to_f32(q[r * k + c])) : 0.0f;
+            ASSERT_EQ(value(r, c), want) << dtype_name(dt) << " k=" << k << " (" << r << ", " << c << ")";
+          }
       }
-    // Full precision: avx512 (both cores) rounds x to bf16 (RNE), avx2 keeps
-    // it; `none` keeps x on the f32 paths.
-    for (x86::ActPrep prep : {x86::ActPrep::round, x86::ActPrep::none}) {
-      if (GetParam() == Path::avx2 && prep == x86::ActPrep::round) continue;  // refused: f32 only
-      if (avx512() && prep == x86::ActPrep::none) continue;                  // the bf16 store rounds anyway
-      prepare(prep, 1.0f);
+      const quant::Mxfp8Blocks mx = quant::quantize_mxfp8(x.data(), m, k);
+      prepare(x86::ActPrep::mxfp8, 1.0f);
       for (int64_t r = 0; r < m; ++r)
         for (int64_t c = 0; c < cols; ++c) {
-          const float v = c < k ? x[r * k + c] : 0.0f;
-          ASSERT_EQ(value(r, c), prep == x86::ActPrep::round ? round_to(DType::BF16, v) : v)
-              << "k=" << k << " (" << r << ", " << c << ")";
+          const float want = e4m3_to_f32(mx.codes[r * mx.cols + c]) * e8m0_to_f32(mx.exponents[r * (mx.cols / 32) + c / 32]);
+          ASSERT_EQ(value(r, c), want) << "mxfp8 k=" << k << " (" << r << ", " << c << ")";
         }
+      // Full precision: avx512 (both cores) rounds x to bf16 (RNE), avx2 keeps
+      // it; `none` keeps x on the f32 paths.
+      for (x86::ActPrep prep : {x86::ActPrep::round, x86::ActPrep::none}) {
+        if (GetParam() == Path::avx2 && prep == x86::ActPrep::round) continue;  // refused: f32 only
+        if (avx512() && prep == x86::ActPrep::none) continue;                  // the bf16 store rounds anyway
+        prepare(prep, 1.0f);
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            const float v = c < k ? x[r * k + c] : 0.0f;
+            ASSERT_EQ(value(r, c), prep == x86::ActPrep::round ? round_to(DType::BF16, v) : v)
+                << "k=" << k << " (" << r << ", " << c << ")";
+          }
+      }
     }
-  }
 }
 
 // A stored weight [n, k] of one panel type: its bytes and the f32 value of
