@@ -110,25 +110,26 @@ TEST(SvdquantLinear, TilePackedEqualsNatural) {
 // kernel): bit-identical to the reference at every width and layout, and the
 // layer holds exactly the file's bytes, the bias widened to F32 (N a multiple
 // of the 16-column panels, rank of the 32-rank passes; no per-column term).
+// 5 tokens run the vector blocks, 33 the AMX one where the CPU has it.
 TEST(SvdquantLinear, FastLayerKeepsFloatsAtTheStoredWidth) {
   IsaGuard guard;
   const testing::SvdParts p = testing::random_svd(128, 192, 32, 85);
-  const int64_t m = 5;
-  std::vector<float> x = testing::random_floats(m * p.k, 86, 1.0f);
+  for (const int64_t m : {5, 33})
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
     for (bool tile : {false, true}) {
+      std::vector<float> x = testing::random_floats(m * p.k, 86, 1.0f);
       auto l = testing::bind_layer(formats::svdquant_w4a4_format(), testing::svd_tensors(p, tile, false, dt),
                                    {{"act_unsigned", false}});
       validate_layer(l->layer);
       const std::vector<float> ref = run(l->layer, KernelChoice::reference, x, m);
-      for (int isa = 1; isa <= static_cast<int>(kernels::Isa::avx512); ++isa) {
+      for (int isa = 1; isa <= static_cast<int>(kernels::Isa::amx); ++isa) {
         const auto level = static_cast<kernels::Isa>(isa);
         if (!testing::kernel_path("svdquant:" + std::string(kernels::isa_name(level)), level)) continue;
         kernels::set_isa(level);
         auto lin = Linear::create(l->layer, {KernelChoice::automatic});
         std::vector<float> y(static_cast<size_t>(m * p.n));
         lin->forward(x.data(), m, y.data());
-        EXPECT_EQ(y, ref) << dtype_name(dt) << " tile=" << tile << " " << lin->kernel_name();
+        EXPECT_EQ(y, ref) << dtype_name(dt) << " m=" << m << " tile=" << tile << " " << lin->kernel_name();
         ASSERT_TRUE(lin->packed_bytes().has_value());
         const int64_t widened_bias = p.n * (4 - static_cast<int64_t>(dtype_size(dt)));
         EXPECT_EQ(*lin->packed_bytes(), static_cast<int64_t>(l->layer.bytes()) + widened_bias)

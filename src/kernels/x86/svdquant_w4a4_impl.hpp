@@ -110,26 +110,45 @@ void lora_down_rows(const float* x, int64_t k, const StoredView& proj_down, int6
 }
 
 // y for rows [m0, m0+R) of the U column vectors from panel p0 on: (main +
-// lora·proj_upᵀ) + bias, the low-rank sum in r order.
-template <class V, int R, int U>
-void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
-            const typename V::F (&out)[R][U], float* y) {
+// lora·proj_upᵀ) + bias, the low-rank sum in r order. The R rows' sums run
+// side by side (one proj_upᵀ load per rank step for all of them, R
+// independent add chains instead of one chain per row); each row's own
+// operations and their order are the reference's. W: proj_upᵀ's stored width
+// (finish() picks it once per block, not per load).
+template <class V, FloatWidth W, int R, int U>
+void finish_width(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
+                  const typename V::F (&out)[R][U], float* y) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   const int64_t np = pk.panels * 16;
-  const StoredView proj_up_t(pk.proj_up_t);
+  const void* up_t = W == FloatWidth::f32 ? static_cast<const void*>(pk.proj_up_t.f32()) : pk.proj_up_t.h16();
+  const float* lora = a.lora.data() + m0 * a.rank;
   for (int u = 0; u < U; ++u) {
     const int64_t col = p0 * 16 + L * u;
     const typename V::M mask = V::mask(pk.n - col);
+    F low[R];
+    MIXQ_UNROLL
+    for (int r = 0; r < R; ++r) low[r] = V::zero();
+    for (int64_t j = 0; j < a.rank; ++j) {
+      const F up = load_width<V, W>(up_t, j * np + col);
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) low[r] = V::add(low[r], V::mul(V::set1(lora[r * a.rank + j]), up));
+    }
     for (int r = 0; r < R; ++r) {
-      const float* lora = a.lora.data() + (m0 + r) * a.rank;
-      F low = V::zero();
-      for (int64_t j = 0; j < a.rank; ++j)
-        low = V::add(low, V::mul(V::set1(lora[j]), proj_up_t.load<V>(j * np + col)));
-      F v = V::add(out[r][u], low);
+      F v = V::add(out[r][u], low[r]);
       if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
       V::store(y + (m0 + r) * pk.n + col, mask, v);
     }
+  }
+}
+
+template <class V, int R, int U>
+void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
+            const typename V::F (&out)[R][U], float* y) {
+  switch (pk.proj_up_t.width()) {
+    case FloatWidth::f16: finish_width<V, FloatWidth::f16, R, U>(pk, a, m0, p0, out, y); break;
+    case FloatWidth::bf16: finish_width<V, FloatWidth::bf16, R, U>(pk, a, m0, p0, out, y); break;
+    default: finish_width<V, FloatWidth::f32, R, U>(pk, a, m0, p0, out, y); break;
   }
 }
 
