@@ -699,7 +699,8 @@ class SimdIntKernel final : public IntKernel {
   // the tile that follows in forward_large_amx.
   std::pair<const uint8_t*, int64_t> tile_source(int64_t q) const {
     if (!w_.rows) return {w_.panel(P * q), P * w_.panel_bytes};
-    const int64_t row0 = P * q * kPanelCols, rows = std::min<int64_t>(P * kPanelCols, w_.n - row0);
+    const int64_t row0 = P * q * kPanelCols;  // panels past n (padding to 4): no rows
+    const int64_t rows = std::clamp<int64_t>(w_.n - row0, 0, P * kPanelCols);
     return {w_.rows + row0 * w_.row_bytes, rows * w_.row_bytes};
   }
 
@@ -708,8 +709,9 @@ class SimdIntKernel final : public IntKernel {
   // tile of P panels, every 32 tokens run a full K against 2 panels at a
   // time (amx::gemm_32x32: 4 C tiles), then the common epilogue. While a
   // tile runs, its blocks ask the next tile's weight bytes into L2 (the
-  // first 32 tokens of a tile otherwise wait on L3 for every B tile: 20-25 %
-  // of the GEMM's time, BENCHMARKS.md "Third AMX session"). The sums are
+  // first 32 tokens of a tile otherwise wait on L3 for every B tile; the
+  // block ran 17-35 % faster with it from L3, BENCHMARKS.md "Third AMX
+  // session"). The sums are
   // the exact int32 dots of micro(), so the output is bit-identical.
   void forward_large_amx(const float* x, int64_t m, float* y) const {
     static_assert(P % 2 == 0, "gemm_32x32 takes panels in pairs");
