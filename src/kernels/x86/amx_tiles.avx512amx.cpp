@@ -38,7 +38,10 @@ void release() { _tile_release(); }
 namespace {
 
 // C tiles 0-3 += A tiles 4-5 × B tiles 6-7 (C0 = A4·B6, C1 = A4·B7,
-// C2 = A5·B6, C3 = A5·B7): int8 (tdpbsud) or bf16 pairs (tdpbf16ps).
+// C2 = A5·B6, C3 = A5·B7): int8 (tdpbsud) or bf16 pairs (tdpbf16ps). The
+// calibration loops run these four back to back; block_32x32 runs the same
+// four with its tile loads between them (the tile numbers must be literals,
+// so it spells them out).
 template <bool Bf16>
 inline void products_2x2() {
   if constexpr (Bf16) {

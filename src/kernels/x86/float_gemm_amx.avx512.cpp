@@ -1,11 +1,12 @@
 // The FP8 / MXFP8 GEMM on AMX-BF16 tiles (float_gemm.hpp, float_gemm_amx_bf16).
 //
 // Threads take blocks of token rows (their bf16 activations, in the A tile
-// layout, stay in L2, as the integer kernels' blocks do). Per block and pair of weight panels, both
-// panels are decoded over the full K into a thread buffer of bf16 k-pair
-// rows, exactly as the vdpbf16ps core widens them in registers
-// (FloatIo<Avx512>::fp8_pairs, MXFP8 block scales multiplied in: exact), which
-// is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB per tile. Every
+// layout, stay in L2, as the integer kernels' blocks do). Per block and pair
+// of weight panels, both panels are decoded over the full K into a thread
+// buffer of bf16 k-pair rows, exactly as the vdpbf16ps core widens them in
+// registers (FloatIo<Avx512>::fp8_pairs, MXFP8 block scales multiplied in:
+// exact), which is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB
+// per tile. Every
 // 32 rows of the block then run the whole K (amx::gemm_bf16_32x32) and the
 // epilogue y = alpha·acc (+ bias), mul then add. So the weight stays 1 byte
 // per element in memory; it is decoded once per block of rows.

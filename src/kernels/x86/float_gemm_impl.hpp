@@ -674,7 +674,8 @@ inline void prepare_bf16(const float* x, int64_t m, int64_t k, int64_t steps, Ac
         __m512 v[2];
         prepare_values<Avx512>(x + r * k, k, k0, prep, inv_scale, v);  // the bf16 store rounds
         // A chunk of 32 values is 16 pairs: 64 bytes, one A tile row.
-        uint32_t* at = amx_tiles ? out + (r / 16) * 16 * steps + (k0 / 32) * 256 + (r % 16) * 16 : out + r * steps + k0 / 2;
+        uint32_t* at = amx_tiles ? out + (r / 16) * 16 * steps + (k0 / 32) * 256 + (r % 16) * 16
+                                 : out + r * steps + k0 / 2;
         FloatIo<Avx512>::store_pairs(at, steps - k0 / 2, v[0], v[1]);
       }
   });
