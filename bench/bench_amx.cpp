@@ -56,9 +56,7 @@ void int_block(const IntBlockCase& cs, const uint8_t* a_base, const uint8_t* b) 
   namespace amx = kernels::x86::amx;
   const int64_t k = cs.k, m = cs.m, panel = 16 * k, chunks = k / 64, tiles = cs.n / 64;
   const uint8_t* a = a_base + cs.offset;
-  const bool tiled = cs.layout != ALayout::rows;
-  const int64_t per_chunk =
-      cs.layout == ALayout::tiles_l2_ahead ? (4 * panel / 64 + m / 16 * chunks - 1) / (m / 16 * chunks) : 0;
+  const bool tiled = cs.layout != ALayout::rows, ahead = cs.layout == ALayout::tiles_l2_ahead;
   alignas(64) int32_t c[32 * 64];
   amx::configure();
   for (int64_t q = 0; q < tiles; ++q) {
@@ -67,10 +65,9 @@ void int_block(const IntBlockCase& cs, const uint8_t* a_base, const uint8_t* b) 
     for (int64_t r = 0; r < m; r += 32)
       for (int64_t p = 4 * q; p < 4 * q + 4; p += 2, ++call) {
         const uint8_t* rows = a + r * k;
-        const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * k, 64, 1024} : amx::ATiles{rows, rows + 16 * k, k, 64};
-        const amx::L2Ahead ahead =
-            per_chunk ? amx::L2Ahead{next + 64 * call * chunks * per_chunk, per_chunk} : amx::L2Ahead{};
-        amx::gemm_32x32(at, b + p * panel, b + (p + 1) * panel, chunks, c + (p - 4 * q) * 16, 64, ahead);
+        amx::gemm_32x32(tiled ? amx::ATiles::tile_layout(rows, k) : amx::ATiles::token_rows(rows, k), b + p * panel,
+                        b + (p + 1) * panel, chunks, c + (p - 4 * q) * 16, 64,
+                        ahead ? amx::L2Ahead::share(next, 4 * panel, m / 16, chunks, call) : amx::L2Ahead{});
       }
   }
   amx::release();
@@ -89,9 +86,8 @@ void bf16_block(bool tiled, const uint8_t* a, const uint8_t* b) {
   for (int pair = 0; pair < 8; ++pair)
     for (int64_t r = 0; r < kBf16Rows; r += 32) {
       const uint8_t* rows = a + r * row_bytes;
-      const amx::ATiles at = tiled ? amx::ATiles{rows, rows + 16 * row_bytes, 64, 1024}
-                                   : amx::ATiles{rows, rows + 16 * row_bytes, row_bytes, 64};
-      amx::gemm_bf16_32x32(at, b, b + 16 * row_bytes, chunks, c, 32);
+      amx::gemm_bf16_32x32(tiled ? amx::ATiles::tile_layout(rows, row_bytes) : amx::ATiles::token_rows(rows, row_bytes),
+                           b, b + 16 * row_bytes, chunks, c, 32);
     }
   amx::release();
 }

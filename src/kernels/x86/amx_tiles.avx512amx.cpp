@@ -61,8 +61,8 @@ inline void products_2x2() {
 // `chunks` chunks of A tiles 4-5 and B tiles 6-7 (1 KiB per chunk of b0,
 // b1), stored at c with a row stride of ldc bytes. Loads and products
 // alternate (A4 B6 C0, B7 C1, A5 C2 C3) so that each product waits only for
-// its own operands; 5-10 % faster than four loads then four products
-// (BENCHMARKS.md "Third AMX session").
+// its own operands; 1-6 % faster in L2 than four loads then four products
+// (a scratch comparison, BENCHMARKS.md "Third AMX session").
 template <bool Bf16>
 void block_32x32(const ATiles& a, const uint8_t* b0, const uint8_t* b1, int64_t chunks, uint8_t* c, int64_t ldc,
                  L2Ahead ahead) {

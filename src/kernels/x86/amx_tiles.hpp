@@ -26,15 +26,24 @@ void release();
 
 // Where the A tiles of a 32-token block lie: chunk i (64 k bytes) of tokens
 // 0-15 at rows0 + i·chunk_stride, of tokens 16-31 at rows16 + i·chunk_stride,
-// one token row every row_stride bytes. Plain token rows (stride lda) are
-// {a, a + 16·lda, lda, 64}; the integer kernels' tile layout (each chunk of
-// 16 tokens 1 KiB in one piece: a tile load reads 16 consecutive cache
-// lines, which the prefetchers follow) is {a, a + 16·lda, 64, 1024}.
+// one token row every row_stride bytes.
 struct ATiles {
   const void* rows0;
   const void* rows16;
   int64_t row_stride;
   int64_t chunk_stride;
+
+  // 32 plain token rows of row_bytes each, from a.
+  static ATiles token_rows(const void* a, int64_t row_bytes) {
+    return {a, static_cast<const char*>(a) + 16 * row_bytes, row_bytes, 64};
+  }
+  // The tile layout of the AMX kernels' activations (rows of row_bytes, a
+  // multiple of 64): each chunk of 16 tokens is 1 KiB in one piece, so a
+  // tile load reads 16 consecutive cache lines, which the prefetchers follow;
+  // the 16 tokens from a take 16·row_bytes.
+  static ATiles tile_layout(const void* a, int64_t row_bytes) {
+    return {a, static_cast<const char*>(a) + 16 * row_bytes, 64, 1024};
+  }
 };
 
 // Lines another block will read next, asked into L2 while this one runs
@@ -43,6 +52,15 @@ struct ATiles {
 struct L2Ahead {
   const void* next = nullptr;
   int64_t lines_per_chunk = 0;
+
+  // Call number `call` of `calls` gemm calls of `chunks` chunks each, which
+  // between them ask the `bytes` from `next` into L2, spread evenly.
+  static L2Ahead share(const void* next, int64_t bytes, int64_t calls, int64_t chunks, int64_t call) {
+    const int64_t lines = (bytes + 63) / 64, per_chunk = (lines + calls * chunks - 1) / (calls * chunks);
+    const int64_t from = call * chunks * per_chunk;
+    if (from >= lines) return {};
+    return {static_cast<const char*>(next) + 64 * from, per_chunk};
+  }
 };
 
 // c[r][j] (int32, row stride ldc elements) = Σ_k a[r][k] · b_j[k] for

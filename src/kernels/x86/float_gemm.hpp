@@ -110,7 +110,7 @@ void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, 
 // (prepare_bf16_avx512 with amx_tiles); 64-byte aligned and readable up to
 // m rounded up to 32 rows (the rows past m are never stored). y as above.
 // Threads take blocks of about `block_bytes` of activation rows (1 MiB
-// measured best on 2 threads at K = 3072: `bench_amx --fp8-blocks`).
+// measured best on 2 threads at K = 3072: `bench_amx`, its FP8 block sweep).
 constexpr int64_t kAmxBf16BlockBytes = 1 << 20;
 void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
                          const float* bias, float* y, int64_t block_bytes = kAmxBf16BlockBytes);

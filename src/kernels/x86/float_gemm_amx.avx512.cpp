@@ -83,8 +83,8 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
             }
             const int64_t cols = std::min<int64_t>(32, n - p * 16);
             for (int64_t r0 = 0; r0 < rows; r0 += 32) {
-              const uint32_t* tokens = a + (row0 + r0) * lda;
-              amx::gemm_bf16_32x32({tokens, tokens + 16 * lda, 64, 1024}, bp[0], bp[1], chunks, acc, 32);
+              amx::gemm_bf16_32x32(amx::ATiles::tile_layout(a + (row0 + r0) * lda, row_bytes), bp[0], bp[1], chunks,
+                                   acc, 32);
               const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
               const __m512 va = _mm512_set1_ps(alpha);
               for (int r = 0; r < mr; ++r) {

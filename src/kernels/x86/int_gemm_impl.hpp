@@ -458,10 +458,10 @@ class SimdIntKernel final : public IntKernel {
   void prepare(const float* x, int64_t rows, ActBlock& blk, ActLayout layout = ActLayout::panels) const {
     util::PhaseScope phase("rotate + quantize activations");
     const int64_t k = w_.k, kp = w_.kp;
-    const bool plain = layout != ActLayout::panels;
-    const int64_t stride = layout == ActLayout::tiles ? tile_stride(kp) : kp;
-    const int64_t slots = layout == ActLayout::tiles ? (rows + 31) / 32 * 32 : (rows + kMr - 1) / kMr * kMr;
-    const size_t align = layout == ActLayout::tiles ? 64 : 0;
+    const bool plain = layout != ActLayout::panels, tiles = layout == ActLayout::tiles;
+    const int64_t stride = tiles ? tile_stride(kp) : kp;
+    const int64_t slots = tiles ? (rows + 31) / 32 * 32 : (rows + kMr - 1) / kMr * kMr;
+    const size_t align = tiles ? 64 : 0;
     blk.q.assign(static_cast<size_t>(slots * stride) + align, 0);
     blk.at = align ? (align - reinterpret_cast<uintptr_t>(blk.q.data()) % align) % align : 0;
     blk.scale.resize(static_cast<size_t>(slots));
@@ -474,7 +474,6 @@ class SimdIntKernel final : public IntKernel {
         hadamard_row<V>(blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
-      const bool tiles = layout == ActLayout::tiles;
       int8_t* q = blk.q.data() + blk.at +
                   (tiles   ? (r / 16) * 16 * stride + (r % 16) * 64
                    : plain ? r * stride
@@ -738,18 +737,15 @@ class SimdIntKernel final : public IntKernel {
           tile_panels(panel, aligned64(tile.data()), b);
           const auto [next, next_bytes] =
               T::kAmxNextTileToL2 ? tile_source(q + 1 < tiles ? q + 1 : 0) : std::pair<const uint8_t*, int64_t>{};
-          const int64_t lines = (next_bytes + 63) / 64, per_chunk = (lines + calls * chunks - 1) / (calls * chunks);
           util::PhaseScope phase("integer GEMM + epilogue");
           int64_t call = 0;
           for (int64_t r0 = 0; r0 < rows; r0 += 32) {
             const int mr = static_cast<int>(std::min<int64_t>(32, rows - r0));
             prefetch_output(row0 + r0, mr, panel, y);
             const int8_t* a = blk.q.data() + blk.at + r0 * stride;
-            for (int c = 0; c < P; c += 2, ++call) {
-              const int64_t from = call * chunks * per_chunk;
-              const amx::L2Ahead ahead = from < lines ? amx::L2Ahead{next + 64 * from, per_chunk} : amx::L2Ahead{};
-              amx::gemm_32x32({a, a + 16 * stride, 64, 1024}, b[c], b[c + 1], chunks, acc + c * 16, P * 16, ahead);
-            }
+            for (int c = 0; c < P; c += 2, ++call)
+              amx::gemm_32x32(amx::ATiles::tile_layout(a, stride), b[c], b[c + 1], chunks, acc + c * 16, P * 16,
+                              amx::L2Ahead::share(next, next_bytes, calls, chunks, call));
             epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
           }
         }

@@ -121,7 +121,7 @@ void finish_width(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, i
   using F = typename V::F;
   constexpr int L = V::kLanes;
   const int64_t np = pk.panels * 16;
-  const void* up_t = W == FloatWidth::f32 ? static_cast<const void*>(pk.proj_up_t.f32()) : pk.proj_up_t.h16();
+  const void* up_t = StoredView(pk.proj_up_t).base;
   const float* lora = a.lora.data() + m0 * a.rank;
   for (int u = 0; u < U; ++u) {
     const int64_t col = p0 * 16 + L * u;
