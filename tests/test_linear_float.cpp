@@ -1,12 +1,12 @@
 // Float-family Linear layers built through the format records (quantize random
 // weights -> layer -> Linear::create), on every ISA path this CPU runs, and
-// on avx512 with each float dot forced (kernels::set_float_dot: vdpbf16ps
-// "avx512_bf16" or the f32-FMA core "avx512_fma"):
+// on avx512 and amx with each float dot forced (kernels::set_float_dot:
+// vdpbf16ps "avx512_bf16" or the f32-FMA core "avx512_fma"):
 //  1. the selected fast kernel against `--kernel ref` (NVFP4 W4A4 bit exact on
-//     every path; FP8 bit exact on the FMA cores (avx2, avx512_fma), whose f32
-//     FMA chain is the reference's; otherwise within the fp32 summation bound:
-//     full-precision layers keep x in f32 on every path), and which kernel
-//     each path picks;
+//     every path; FP8 bit exact on the FMA cores (avx2, avx512_fma, and
+//     amx_bf16+avx512_fma under 32 rows), whose f32 FMA chain is the
+//     reference's; otherwise within the fp32 summation bound: full-precision
+//     layers keep x in f32 on every path), and which kernel each path picks;
 //  2. each format against a plain f32 linear over its dequantized weight,
 //     within the quantization error measured for that format (see kQuantError).
 #include <gtest/gtest.h>
@@ -79,8 +79,8 @@ std::vector<float> run(const Linear& lin, const std::vector<float>& x, int64_t m
   return y;
 }
 
-// One run per path (reference, avx2, avx512 with vdpbf16ps, avx512 with FMA),
-// skipped when the CPU lacks it.
+// One run per path (reference, avx2, avx512 and amx each with vdpbf16ps and
+// with FMA), skipped when the CPU lacks it.
 struct FloatPath {
   kernels::Isa isa;
   kernels::FloatDot dot;  // avx512 only
@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FloatPath{kernels::Isa::avx2, kernels::FloatDot::fma, "avx2"},
                       FloatPath{kernels::Isa::avx512, kernels::FloatDot::bf16, "avx512_bf16"},
                       FloatPath{kernels::Isa::avx512, kernels::FloatDot::fma, "avx512_fma"},
-                      FloatPath{kernels::Isa::amx, kernels::FloatDot::fma, "amx"}),
+                      FloatPath{kernels::Isa::amx, kernels::FloatDot::bf16, "amx_bf16"},
+                      FloatPath{kernels::Isa::amx, kernels::FloatDot::fma, "amx_fma"}),
     [](const ::testing::TestParamInfo<FloatPath>& info) { return std::string(info.param.name); });
 
 // The kernel a layer must pick on the active path.
@@ -119,16 +120,19 @@ std::string expected_kernel(bool w4a4, bool unquantized, bool full_precision) {
   // NVFP4 W4A4's avx512 kernel also needs VBMI; without it the AVX2 one runs.
   if (w4a4) return !kernels::x86::nvfp4_avx512_supported() ? avx2 : "avx512";
   // Unquantized f32 panels and full-precision layers (x kept in f32) always
-  // run the FMA core; FP8 / MXFP8 on an AMX machine run AMX-BF16 tiles.
+  // run the FMA core; FP8 / MXFP8 on an AMX machine run AMX-BF16 tiles from
+  // 32 rows and the float dot in force below.
   if (unquantized || full_precision) return "avx512_fma";
-  if (isa == kernels::Isa::amx) return "amx_bf16";
-  return kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16";
+  const std::string dot = kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16";
+  return isa == kernels::Isa::amx ? "amx_bf16+" + dot : dot;
 }
 
 TEST_P(LinearFloatIsa, FastMatchesReference) {
   const bool avx2 = GetParam().isa == kernels::Isa::avx2;
-  const bool fma_core = avx2 || (GetParam().isa == kernels::Isa::avx512 && GetParam().dot == kernels::FloatDot::fma);
-  // (Isa::amx runs FP8 on bf16 tiles: the summation-order bound below.)
+  const bool fma_dot = GetParam().isa >= kernels::Isa::avx512 && GetParam().dot == kernels::FloatDot::fma;
+  // Isa::amx runs FP8 on bf16 tiles from 32 rows (the summation-order bound
+  // below), on the float dot's core under that (the FMA core: bit for bit).
+  const bool amx = GetParam().isa == kernels::Isa::amx;
   for (const Case& c : kCases) {
     SCOPED_TRACE(name_of(c));
     auto s = build(c, 11);
@@ -143,6 +147,7 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
     EXPECT_EQ(fast->in_features(), c.k);
     EXPECT_EQ(fast->out_features(), c.n);
     for (int64_t m : kRows) {
+      const bool fma_core = avx2 || (fma_dot && !(amx && m >= 32));
       const std::vector<float> x = random_floats(static_cast<size_t>(m * c.k), 500 + m, 1.0f);
       const std::vector<float> yf = run(*fast, x, m), yr = run(*ref, x, m);
       for (int64_t r = 0; r < m; ++r)
@@ -197,10 +202,13 @@ TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
                            testing::missing_isa(kernels::Isa::avx512));
   const Case c{"float8_e4m3fn", false, 37, 70, 0};
   auto s = build(c, 5);
-  // On an AMX machine FP8 runs AMX-BF16 tiles whatever the dot choice.
+  // On an AMX machine FP8 runs AMX-BF16 tiles from 32 rows and the dot
+  // choice's core below.
   if (testing::kernel_path("linear_float:amx_kernel_name", kernels::Isa::amx)) {
     kernels::set_float_dot(kernels::FloatDot::fma);
-    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16");
+    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16+avx512_fma");
+    kernels::set_float_dot(kernels::FloatDot::bf16);
+    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16+avx512_bf16");
   }
   kernels::set_isa(kernels::Isa::avx512);
   kernels::set_float_dot(kernels::FloatDot::bf16);

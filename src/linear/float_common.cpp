@@ -56,11 +56,11 @@ FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w,
   namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
   const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
-  // AMX machines run FP8 / MXFP8 on bf16 tiles from kAmxRows rows up (and
-  // the vdpbf16ps core below that), whatever the FMA / vdpbf16ps probe says.
+  // AMX machines run FP8 / MXFP8 on bf16 tiles from kAmxRows rows up, and
+  // below that the core the FMA / vdpbf16ps probe picks, on its own panel
+  // layout (the AMX kernel pairs one-k panels as it decodes them).
   amx_ = path == FastPath::avx512 && fp8 && !f32_activations && kernels::active_isa() >= kernels::Isa::amx;
-  fma_ = path == FastPath::avx512 && !amx_ &&
-         (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
+  fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
   const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
   if (in_place) {
     panels_ = x86::float_panels_in_place(type, w, row_bytes, n, k, pairs, block_scales);
@@ -79,13 +79,13 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
                     float alpha, const float* bias, float* y) const {
   namespace x86 = kernels::x86;
   const x86::FloatPanels& w = panels_;
-  if (path_ == FastPath::avx512 && !fma_) {
+  const bool tiles = amx_ && m >= kAmxRows;
+  if (tiles || (path_ == FastPath::avx512 && !fma_)) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
     // AMX tiles: rows of a multiple of 16 pairs in the A tile layout,
     // 64-byte aligned, m rounded up to 32 rows (x86::float_gemm_amx_bf16).
-    const bool tiles = amx_ && m >= kAmxRows;
-    const int64_t lda = tiles ? (w.steps + 15) / 16 * 16 : w.steps;
+    const int64_t lda = tiles ? (w.pair_steps() + 15) / 16 * 16 : w.pair_steps();
     const int64_t rows = tiles ? (m + 31) / 32 * 32 : m;
     thread_local std::vector<uint32_t> a;  // kept between calls, as below
     if (a.size() < static_cast<size_t>(rows * lda + 16)) a.resize(static_cast<size_t>(rows * lda + 16));

@@ -57,9 +57,11 @@ class FloatGemm {
             bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false,
             bool in_place = false);
   bool ready() const { return path_ != FastPath::none; }
-  // "amx_bf16", "avx512_bf16", "avx512_fma" or "avx2".
+  // "avx512_bf16", "avx512_fma" or "avx2"; on an AMX machine
+  // "amx_bf16+avx512_fma" or "amx_bf16+avx512_bf16" (tiles from kAmxRows
+  // rows, that core below).
   std::string_view name() const {
-    if (amx_) return "amx_bf16";
+    if (amx_) return fma_ ? "amx_bf16+avx512_fma" : "amx_bf16+avx512_bf16";
     return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
   }
   // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K;
@@ -72,10 +74,10 @@ class FloatGemm {
 
  private:
   FastPath path_ = FastPath::none;
-  bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps
+  bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps (one-k panels)
   bool amx_ = false;  // FP8 / MXFP8 on an AMX machine: bf16 tiles from kAmxRows rows
-  // Rows from which the AMX core runs (below: the vdpbf16ps core, the same
-  // k-pair panels; the weights' read bounds those few rows anyway).
+  // Rows from which the AMX core runs (below: the core fma_ names, on the
+  // same panels; the weights' read bounds those few rows anyway).
   static constexpr int64_t kAmxRows = 32;
   kernels::x86::FloatPanels panels_;
 };

@@ -9,6 +9,8 @@
 // quantized activation directly as bf16 values and runs vdpbf16ps with fp32
 // accumulation; "avx512_fma" (and "avx2") run f32 FMAs on the f32 quantized
 // activation (exact products, k order: the reference's sums bit for bit).
+// On an AMX machine 32 rows and more run AMX-BF16 tiles (bf16 activations,
+// another f32 sum order) and fewer the core above ("amx_bf16+avx512_fma").
 // full_precision_matrix_mult: W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply
 // s_w in the epilogue and keep x in f32: avx512 runs its FMA core for these
 // layers, avx2 its only core; the reference decodes W one row at a time).

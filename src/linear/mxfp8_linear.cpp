@@ -7,7 +7,9 @@
 // so the GEMM is a plain float GEMM with fp32 accumulation; the reference
 // sums each block exactly first and then scales, so the two differ by fp32
 // rounding order only. avx512 runs vdpbf16ps ("avx512_bf16") or f32 FMAs
-// ("avx512_fma") as kernels::float_dot measured; avx2 runs f32 FMAs.
+// ("avx512_fma") as kernels::float_dot measured, and on an AMX machine
+// AMX-BF16 tiles from 32 rows ("amx_bf16+" the core below); avx2 runs f32
+// FMAs.
 // full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ with x in
 // f32 (avx512 runs its FMA core for these layers; the reference decodes W one
 // row at a time).

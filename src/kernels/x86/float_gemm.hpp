@@ -57,6 +57,8 @@ struct FloatPanels {
 
   // Bytes of one panel row: 16 elements (32 for pairs).
   int64_t row_bytes() const;
+  // k-pairs of K: what the bf16 cores (vdpbf16ps, AMX) walk in either layout.
+  int64_t pair_steps() const { return pairs ? steps : (k + 1) / 2; }
   // What the panels hold in memory (data, scales, NaN list).
   int64_t bytes() const {
     return static_cast<int64_t>(data.size() + scales.size() + nan_columns.size() * sizeof(int64_t));

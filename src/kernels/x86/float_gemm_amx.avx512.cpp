@@ -4,8 +4,8 @@
 // layout, stay in L2, as the integer kernels' blocks do). Per block and pair
 // of weight panels, both panels are decoded over the full K into a thread
 // buffer of bf16 k-pair rows, exactly as the vdpbf16ps core widens them in
-// registers (FloatIo<Avx512>::fp8_pairs, MXFP8 block scales multiplied in:
-// exact), which is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB
+// registers (FloatIo<Avx512>::fp8_pair_codes, MXFP8 block scales multiplied
+// in: exact; one-k panels are paired on the way), which is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB
 // per tile. Every
 // 32 rows of the block then run the whole K (amx::gemm_bf16_32x32) and the
 // epilogue y = alpha·acc (+ bias), mul then add. So the weight stays 1 byte
@@ -20,31 +20,45 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// Panel p (steps [0, w.steps) of a packed or in-place weight) as bf16 k-pair
-// rows at out (steps rounded up to 16, zero past w.steps). `codes` is a
-// scratch of w.steps · 32 bytes for in-place weights; returns the rows whose
-// E4M3 codes hold a NaN there (in place only; packed weights list them).
+// Panel p of a packed or in-place weight as `tile_pairs` bf16 k-pair rows at
+// out (the activation's lda: >= its pair_steps(), zero past them). Either
+// panel layout: k-pair rows are read as they are; one-k rows (the FMA core's
+// layout, which runs the few-row calls on these machines) are paired here,
+// rows 2t and 2t + 1 interleaved byte by byte (a missing last odd row reads
+// as zeros): the k-pair row pack_panels would have stored. `codes` is a
+// scratch of w.steps · w.row_bytes() bytes for in-place weights; returns the
+// rows whose E4M3 codes hold a NaN there (in place only; packed weights list
+// them).
 template <PanelType T>
-uint32_t decode_panel(const FloatPanels& w, int64_t p, uint8_t* codes, uint16_t* out) {
+uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8_t* codes, uint16_t* out) {
   constexpr bool kE4m3 = T != PanelType::e5m2;
-  const int64_t row = w.row_bytes();  // 32
+  const int64_t row = w.row_bytes(), pairs = w.pair_steps();
   uint32_t nan_rows = 0;
   if (w.in_place()) nan_rows = pack_panel_steps(w, p, 0, w.steps, codes);
   const uint8_t* src = w.in_place() ? codes : w.data.data() + p * w.steps * row;
+  auto load16 = [&](int64_t s) {
+    return s < w.steps ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + s * 16)) : _mm_setzero_si128();
+  };
   alignas(64) float sc[32];
-  for (int64_t s = 0; s < w.steps; ++s) {
+  for (int64_t t = 0; t < pairs; ++t) {
     const float* scale = nullptr;
     if constexpr (T == PanelType::mxfp8) {
-      if (s % 16 == 0) {  // a 32-block of k is 16 k-pair steps
-        const uint8_t* e = w.scales.data() + (p * w.blocks + s / 16) * 16;
+      if (t % 16 == 0) {  // a 32-block of k is 16 k-pairs
+        const uint8_t* e = w.scales.data() + (p * w.blocks + t / 16) * 16;
         for (int c = 0; c < 16; ++c) sc[2 * c] = sc[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
       }
       scale = sc;
     }
-    _mm512_store_si512(out + 32 * s, FloatIo<Avx512>::fp8_pairs<kE4m3>(src + s * row, scale));
+    __m256i pair_row;
+    if (w.pairs) {
+      pair_row = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + t * row));
+    } else {
+      const __m128i even = load16(2 * t), odd = load16(2 * t + 1);
+      pair_row = _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
+    }
+    _mm512_store_si512(out + 32 * t, FloatIo<Avx512>::fp8_pair_codes<kE4m3>(pair_row, scale));
   }
-  const int64_t padded = (w.steps + 15) / 16 * 16;
-  std::memset(out + 32 * w.steps, 0, static_cast<size_t>((padded - w.steps) * 64));
+  std::memset(out + 32 * pairs, 0, static_cast<size_t>((tile_pairs - pairs) * 64));
   return nan_rows;
 }
 
@@ -62,7 +76,8 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
         thread_local std::vector<uint8_t> codes;    // in place: one panel's packed codes
         const size_t panel_elems = static_cast<size_t>(chunks * 16 * 32);
         if (panels.size() < 2 * panel_elems + 32) panels.resize(2 * panel_elems + 32);
-        if (w.in_place() && codes.size() < static_cast<size_t>(w.steps * 32)) codes.resize(static_cast<size_t>(w.steps * 32));
+        const size_t code_bytes = static_cast<size_t>(w.steps * w.row_bytes());
+        if (w.in_place() && codes.size() < code_bytes) codes.resize(code_bytes);
         uint16_t* base = panels.data() + (32 - reinterpret_cast<uintptr_t>(panels.data()) % 64 / 2) % 32;
         uint16_t* bp[2] = {base, base + panel_elems};
         alignas(64) float acc[32 * 32];
@@ -76,7 +91,7 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
                 std::memset(bp[j], 0, panel_elems * 2);
                 continue;
               }
-              const uint32_t nan_rows = decode_panel<T>(w, p + j, codes.data(), bp[j]);
+              const uint32_t nan_rows = decode_panel<T>(w, p + j, lda, codes.data(), bp[j]);
               if (bi == b0)
                 for (int c = 0; c < 16; ++c)
                   if (nan_rows >> c & 1u) nan_columns.push_back((p + j) * 16 + c);
@@ -108,9 +123,8 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
 void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
                          const float* bias, float* y, int64_t block_bytes) {
   if (m <= 0 || w.n <= 0) return;
-  if (!w.pairs) fail("float gemm: the AMX bf16 core needs k-pair FP8 panels");
-  if (lda % 16 != 0 || lda < w.steps || reinterpret_cast<uintptr_t>(a) % 64 != 0)
-    fail("float gemm: AMX activation rows must be 64-byte aligned multiples of 16 pairs >= {}", w.steps);
+  if (lda % 16 != 0 || lda < w.pair_steps() || reinterpret_cast<uintptr_t>(a) % 64 != 0)
+    fail("float gemm: AMX activation rows must be 64-byte aligned multiples of 16 pairs >= {}", w.pair_steps());
   const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8;  // value·2^-8 (float_gemm.hpp)
   const float al = scaled ? alpha * 256.0f : alpha;
   std::vector<std::vector<int64_t>> found;

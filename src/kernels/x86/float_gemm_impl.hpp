@@ -139,7 +139,11 @@ struct FloatIo<Avx512> {
   // at most 4 significant bits and are far from the bf16 subnormals).
   template <bool E4m3>
   static __m512i fp8_pairs(const uint8_t* p, const float* scale) {
-    __m512i h = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return fp8_pair_codes<E4m3>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), scale);
+  }
+  template <bool E4m3>
+  static __m512i fp8_pair_codes(__m256i codes, const float* scale) {
+    __m512i h = _mm512_cvtepi8_epi16(codes);
     if constexpr (E4m3)
       h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
     else
