@@ -47,7 +47,7 @@ struct Layer {
   std::shared_ptr<void> state;  // what forward uses
 };
 
-bool avx512() { return mixq::kernels::best_isa() == mixq::kernels::Isa::avx512; }
+bool avx512() { return mixq::kernels::best_isa() >= mixq::kernels::Isa::avx512; }
 
 // Random codes and swizzled E4M3 block scales (0.25 .. 2, never NaN).
 std::unique_ptr<Layer> nvfp4_layer(int64_t k, int64_t n, uint32_t seed, const x86::Nvfp4Activation& act) {

@@ -14,6 +14,10 @@ void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, 
   gemm<Avx512, Core::dot>(a, w.steps, m, w, alpha, bias, y);
 }
 
+uint32_t pack_panel_steps_avx512(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  return pack_panel_steps_zmm(w, panel, s0, s1, dst);
+}
+
 void prepare_f32_avx512(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
                         float* out) {
   prepare_f32<Avx512>(x, m, k, cols, prep, inv_scale, out);

@@ -34,7 +34,7 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8
   constexpr bool kE4m3 = T != PanelType::e5m2;
   const int64_t row = w.row_bytes(), pairs = w.pair_steps();
   uint32_t nan_rows = 0;
-  if (w.in_place()) nan_rows = pack_panel_steps(w, p, 0, w.steps, codes);
+  if (w.in_place()) nan_rows = pack_panel_steps_zmm(w, p, 0, w.steps, codes);
   const uint8_t* src = w.in_place() ? codes : w.data.data() + p * w.steps * row;
   auto load16 = [&](int64_t s) {
     return s < w.steps ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + s * 16)) : _mm_setzero_si128();

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/float_pack_avx512.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 #include "util/parallel.hpp"
@@ -482,10 +483,11 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
 
 // A thread's panels [p0, p1) over K chunks of kStepChunk steps, in k order
 // for every output. In place, each K chunk of panels is packed into a
-// per-thread buffer first (pack_panel_steps): with at most one row chunk,
-// one M = 1 tile's panels at a time, walking their rows' K chunks in order
-// (each row read front to back, packed, then used from L1); with more rows,
-// all of the thread's panels once per K chunk, then the row chunks.
+// per-thread buffer first (pack_steps: on AVX-512 64 k per zmm transpose):
+// with at most one row chunk, one M = 1 tile's panels at a time, walking
+// their rows' K chunks in order (each row read front to back, packed, then
+// used from L1); with more rows, all of the thread's panels once per K chunk,
+// then the row chunks.
 template <class V, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   using Tile = FloatTile<V::kLanes>;
@@ -516,7 +518,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     k_chunks([&](int64_t s0, int64_t s1, bool first, bool last) {
       local.chunk_steps = s1 - s0;
       for (int64_t q = p; q < end; ++q) {
-        const uint32_t nan_rows = pack_panel_steps(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes());
+        const uint32_t nan_rows = pack_steps<V>(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes());
         for (int j = 0; j < 16; ++j)
           if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
       }

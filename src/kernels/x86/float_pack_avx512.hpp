@@ -1,0 +1,96 @@
+#pragma once
+// pack_panel_steps (float_gemm.hpp) for the FMA core's one-k FP8 panels read
+// in place, 64 k at a time in zmm registers: the same bytes and NaN rows as
+// the SSE2 version, which stays the fallback (k-pair panels, a partial last
+// panel, the k tail under 64).
+//
+// Why: at M = 1 every call packs every weight byte once, and the SSE2 16x16
+// byte transpose plus a per-row NaN test cost about as much as the FMAs on
+// the packed codes (perf, mixq bench float8_e4m3fn 1x3072x12288): in place
+// took 2.70x / 1.82x the packed copy's time at K=3072 N=12288 / K=12288
+// N=3072, 1.85x / 1.76x with this (bench_in_place, BENCHMARKS.md). Here one
+// unpack round over 16 zmm rows does four 16x16 blocks at once (128-bit lanes
+// are independent), a 4x4 shuffle of lanes puts four consecutive steps in one
+// 64-byte store, and NaN codes are found on the packed bytes: the byte-wise
+// max of (code & 0x7F) over a panel's steps is 0x7F exactly in the columns
+// holding an E4M3 NaN (0x7F or 0xFF).
+#include <immintrin.h>
+
+#include "kernels/x86/float_gemm.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+#if defined(__AVX512BW__)
+#pragma GCC diagnostic push  // g++ 12 warns inside its own zmm cast / extract intrinsics
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// 16 rows of 64 codes (row r at src + r·stride) as 64 panel rows of 16 bytes
+// at dst (step c = k c of every row); `seen` keeps the byte-wise max of the
+// codes' low 7 bits per column (byte j of each 128-bit lane: column j).
+inline __m512i transpose_16x64(const uint8_t* src, int64_t stride, uint8_t* dst, __m512i seen) {
+  __m512i x[16];
+  for (int r = 0; r < 16; ++r) x[r] = _mm512_loadu_si512(src + r * stride);
+  // Four rounds of "2i, 2i+1 = low / high byte interleave of i, i+8": within
+  // each 128-bit lane L a 16x16 byte transpose, so lane L of x[s] is step
+  // 16·L + s (the SSE2 transpose_bytes_16x16, four blocks at once).
+  for (int round = 0; round < 4; ++round) {
+    __m512i y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm512_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm512_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+  const __m512i low7 = _mm512_set1_epi8(0x7F);
+  for (int q = 0; q < 4; ++q) {
+    // Lanes L of x[4q .. 4q+3] are steps 16·L + 4q .. +3: one 64-byte row
+    // group each after a 4x4 transpose of lanes.
+    const __m512i t0 = _mm512_shuffle_i64x2(x[4 * q], x[4 * q + 1], 0x44);      // a0 a1 b0 b1
+    const __m512i t1 = _mm512_shuffle_i64x2(x[4 * q], x[4 * q + 1], 0xEE);      // a2 a3 b2 b3
+    const __m512i t2 = _mm512_shuffle_i64x2(x[4 * q + 2], x[4 * q + 3], 0x44);  // c0 c1 d0 d1
+    const __m512i t3 = _mm512_shuffle_i64x2(x[4 * q + 2], x[4 * q + 3], 0xEE);  // c2 c3 d2 d3
+    const __m512i steps[4] = {_mm512_shuffle_i64x2(t0, t2, 0x88), _mm512_shuffle_i64x2(t0, t2, 0xDD),
+                              _mm512_shuffle_i64x2(t1, t3, 0x88), _mm512_shuffle_i64x2(t1, t3, 0xDD)};
+    for (int lane = 0; lane < 4; ++lane) {
+      _mm512_storeu_si512(dst + (16 * lane + 4 * q) * 16, steps[lane]);
+      seen = _mm512_max_epu8(seen, _mm512_and_si512(steps[lane], low7));
+    }
+  }
+  return seen;
+}
+
+inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  const int64_t stride = w.rows_stride;
+  if (w.pairs || panel * 16 + 16 > w.n || s1 - s0 < 64) return pack_panel_steps(w, panel, s0, s1, dst);
+  const uint8_t* src = w.rows + panel * 16 * stride;
+  // The GEMM asks for a panel's K chunks in order: fetch the next one of each
+  // row (16 scattered row pieces the hardware prefetchers miss).
+  for (int64_t j = 0; j < 16; ++j)
+    for (int64_t c = s1; c < s1 + (s1 - s0) && c < w.k; c += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
+  __m512i seen = _mm512_setzero_si512();
+  int64_t s = s0;
+  for (; s + 64 <= s1; s += 64) seen = transpose_16x64(src + s, stride, dst + (s - s0) * 16, seen);
+  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
+  if (w.type != PanelType::e5m2) {  // E4M3 codes (e4m3, mxfp8) can be NaN
+    const __m256i half = _mm256_max_epu8(_mm512_castsi512_si256(seen), _mm512_extracti64x4_epi64(seen, 1));
+    const __m128i column = _mm_max_epu8(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(column, _mm_set1_epi8(0x7F))));
+  }
+  return nan_rows;
+}
+#pragma GCC diagnostic pop
+#endif  // __AVX512BW__
+
+// pack_panel_steps on the target's widest packer.
+template <class V>
+inline uint32_t pack_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+#if defined(__AVX512BW__)
+  if constexpr (V::kLanes == 16) return pack_panel_steps_zmm(w, panel, s0, s1, dst);
+#endif
+  return pack_panel_steps(w, panel, s0, s1, dst);
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
