@@ -5,11 +5,11 @@
 // of weight panels, both panels are decoded over the full K into a thread
 // buffer of bf16 k-pair rows, exactly as the vdpbf16ps core widens them in
 // registers (FloatIo<Avx512>::fp8_pair_codes, MXFP8 block scales multiplied
-// in: exact; one-k panels are paired on the way), which is the B tile layout: 16 k-pair rows of 16 columns = 1 KiB
-// per tile. Every
-// 32 rows of the block then run the whole K (amx::gemm_bf16_32x32) and the
-// epilogue y = alpha·acc (+ bias), mul then add. So the weight stays 1 byte
-// per element in memory; it is decoded once per block of rows.
+// in: exact; one-k panels are paired on the way), which is the B tile
+// layout: 16 k-pair rows of 16 columns = 1 KiB per tile. Every 32 rows of
+// the block then run the whole K (amx::gemm_bf16_32x32) and the epilogue
+// y = alpha·acc (+ bias), mul then add. So the weight stays 1 byte per
+// element in memory; it is decoded once per block of rows.
 #include <algorithm>
 
 #include "kernels/x86/amx_tiles.hpp"
