@@ -134,6 +134,21 @@ struct FloatIo<Avx512> {
     out[0] = _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 23));
   }
+  // 32 FP8 codes as 32 f16 (as fp8_bytes does 16).
+  template <bool E4m3>
+  static __m512i f16_of_codes(__m256i codes) {
+    const __m512i h = _mm512_cvtepi8_epi16(codes);
+    if constexpr (!E4m3) return _mm512_slli_epi16(h, 8);
+    return _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+  }
+  // Two consecutive panel rows (32 codes) in one widening: 3 zmm operations
+  // and an extract for both rows where fp8 takes 3 ymm ones per row.
+  template <bool E4m3>
+  static void fp8_two(const uint8_t* p, F* out) {
+    const __m512i h = f16_of_codes<E4m3>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    out[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  }
   // A k-pair row (32 codes, column-major pairs) as 32 bf16: decoded as above
   // into two f32 vectors (columns 0-7 and 8-15, each [k, k+1] per column),
   // optionally times 32 scales, then vcvtne2ps2bf16 (exact: the values have
@@ -144,11 +159,7 @@ struct FloatIo<Avx512> {
   }
   template <bool E4m3>
   static __m512i fp8_pair_codes(__m256i codes, const float* scale) {
-    __m512i h = _mm512_cvtepi8_epi16(codes);
-    if constexpr (E4m3)
-      h = _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
-    else
-      h = _mm512_slli_epi16(h, 8);
+    const __m512i h = f16_of_codes<E4m3>(codes);
     __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
     if (scale) {
@@ -252,6 +263,15 @@ inline void block_scales(const uint8_t* e, typename V::F* out) {
   else FloatIo<V>::e8m0(e, out);
 }
 
+// The few-row FMA loop (more panel vectors than rows) widens two steps of a
+// one-byte FP8 panel at once on AVX-512 (FloatIo::fp8_two): at M = 1 the
+// widening, not the FMA, is most of the vector work, and its zmm form does
+// 32 codes for about the price of 16. Both steps lie in one MXFP8 block
+// ([sb, se) below), so they share its scales.
+template <class V, PanelType T>
+constexpr bool kTwoSteps =
+    V::kLanes == 16 && (T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8);
+
 // Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
 template <class V, Core C, PanelType T, int MR, int J>
 void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
@@ -318,6 +338,29 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
             for (int h = 0; h < NV; ++h) acc[i][h] = V::fmadd(av, wv[h], acc[i][h]);
           }
         } else {
+          if constexpr (kTwoSteps<V, T>) {
+            if (s + 1 < se) {  // steps s and s + 1 of each panel in one widening (fp8_two)
+              F av[2][MR];
+              MIXQ_UNROLL
+              for (int i = 0; i < MR; ++i) {
+                av[0][i] = V::set1(a[i * lda + s]);
+                av[1][i] = V::set1(a[i * lda + s + 1]);
+              }
+              MIXQ_UNROLL
+              for (int j = 0; j < J; ++j) {
+                F wv[2];
+                FloatIo<V>::template fp8_two<T != PanelType::e5m2>(b[j] + (s - s0) * row, wv);
+                MIXQ_UNROLL
+                for (int t = 0; t < 2; ++t) {  // s first: every output's FMA chain stays in k order
+                  if constexpr (kMx) wv[t] = V::mul(wv[t], V::load(sc + j * L));
+                  MIXQ_UNROLL
+                  for (int i = 0; i < MR; ++i) acc[i][j] = V::fmadd(av[t][i], wv[t], acc[i][j]);
+                }
+              }
+              ++s;
+              continue;
+            }
+          }
           F av[MR];
           MIXQ_UNROLL
           for (int i = 0; i < MR; ++i) av[i] = V::set1(a[i * lda + s]);
