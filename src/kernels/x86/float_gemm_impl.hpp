@@ -58,6 +58,26 @@ inline __m128i e2m1_f16_high(const uint8_t* p) {
   return _mm_shuffle_epi8(table, idx);
 }
 
+// FP8 codes as f16 bits: sign-extended to 16 bits, then E5M2 << 8 is its
+// f16; E4M3 << 7 with bit 14 (a copy of the sign) cleared is its value·2^-8
+// as f16. 16 codes in a ymm, or 32 in a zmm.
+#if defined(__AVX2__)
+template <bool E4m3>
+inline __m256i f16_of_codes(__m128i codes) {
+  const __m256i h = _mm256_cvtepi8_epi16(codes);
+  if constexpr (!E4m3) return _mm256_slli_epi16(h, 8);
+  return _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+}
+#endif
+#if defined(__AVX512F__)
+template <bool E4m3>
+inline __m512i f16_of_codes(__m256i codes) {
+  const __m512i h = _mm512_cvtepi8_epi16(codes);
+  if constexpr (!E4m3) return _mm512_slli_epi16(h, 8);
+  return _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
+}
+#endif
+
 // Per-target panel-row loads and decodes (16 elements -> kVP f32 vectors),
 // and what only one target has.
 template <class V>
@@ -80,17 +100,12 @@ struct FloatIo<Avx2> {
     out[0] = _mm256_cvtph_ps(load16(p));
     out[1] = _mm256_cvtph_ps(load16(p + 16));
   }
-  // 16 FP8 codes: sign-extended to 16 bits, then E5M2 << 8 is its f16; E4M3
-  // << 7 with bit 14 (a copy of the sign) cleared is its value·2^-8 as f16.
+  // 16 FP8 codes (f16_of_codes).
   template <bool E4m3>
   static void fp8(const uint8_t* p, F* out) { fp8_bytes<E4m3>(load16(p), out); }
   template <bool E4m3>
   static void fp8_bytes(__m128i codes, F* out) {
-    __m256i h = _mm256_cvtepi8_epi16(codes);
-    if constexpr (E4m3)
-      h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
-    else
-      h = _mm256_slli_epi16(h, 8);
+    const __m256i h = f16_of_codes<E4m3>(codes);
     out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
@@ -122,24 +137,10 @@ struct FloatIo<Avx512> {
   template <bool E4m3>
   static void fp8(const uint8_t* p, F* out) { fp8_bytes<E4m3>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), out); }
   template <bool E4m3>
-  static void fp8_bytes(__m128i codes, F* out) {  // as FloatIo<Avx2>::fp8_bytes
-    __m256i h = _mm256_cvtepi8_epi16(codes);
-    if constexpr (E4m3)
-      h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
-    else
-      h = _mm256_slli_epi16(h, 8);
-    out[0] = _mm512_cvtph_ps(h);
-  }
+  static void fp8_bytes(__m128i codes, F* out) { out[0] = _mm512_cvtph_ps(f16_of_codes<E4m3>(codes)); }
   static void e8m0(const uint8_t* p, F* out) {
     out[0] = _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 23));
-  }
-  // 32 FP8 codes as 32 f16 (as fp8_bytes does 16).
-  template <bool E4m3>
-  static __m512i f16_of_codes(__m256i codes) {
-    const __m512i h = _mm512_cvtepi8_epi16(codes);
-    if constexpr (!E4m3) return _mm512_slli_epi16(h, 8);
-    return _mm512_and_si512(_mm512_slli_epi16(h, 7), _mm512_set1_epi16(static_cast<short>(0xBFFF)));
   }
   // Two consecutive panel rows (32 codes) in one widening: 3 zmm operations
   // and an extract for both rows where fp8 takes 3 ymm ones per row.
