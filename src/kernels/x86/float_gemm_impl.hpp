@@ -190,10 +190,19 @@ struct FloatIo<Avx512> {
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
 
-// Register tiles per target: MR rows for full tiles, J panels for an MR-row
-// tile (<= 12 ymm / 24 zmm accumulators), whether an MR-row tile is compiled
-// (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop, so 5 rows run as
-// 4 + 1), the threads' panel grain, and the K / row chunks.
+// The tuning per target (a template parameter of gemm, so that
+// bench/bench_float_tunings can run variations of it side by side):
+//  - kMR rows for full register tiles, panels_for(mr) panels for an mr-row
+//    tile (<= 12 ymm / 24 zmm accumulators), tile_ok(mr) whether an mr-row
+//    tile is compiled (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop,
+//    so 5 rows run as 4 + 1);
+//  - kGrain: the threads' panel grain; kStepChunk / kRowChunk: the K and row
+//    chunks; kDecodedRows: rows from which a row chunk decodes its panels to
+//    f32 once (decode_chunk);
+//  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
+//  - in place: kInPlaceGroup panels packed side by side per K chunk when the
+//    rows fit one row chunk, and the packer fetches the next kPackAhead K
+//    chunks of the rows it reads (0: no software prefetch; AVX-512 packer).
 template <int Lanes>
 struct FloatTile;
 template <>
@@ -204,6 +213,10 @@ struct FloatTile<8> {
   static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
   static constexpr int64_t kStepChunk = 256;
   static constexpr int64_t kRowChunk = 128;
+  static constexpr int64_t kDecodedRows = 24;
+  static constexpr bool kTwoSteps = false;
+  static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
+  static constexpr int64_t kPackAhead = 1;
 };
 template <>
 struct FloatTile<16> {
@@ -213,6 +226,10 @@ struct FloatTile<16> {
   static constexpr int64_t kGrain = 3;
   static constexpr int64_t kStepChunk = 256;
   static constexpr int64_t kRowChunk = 128;
+  static constexpr int64_t kDecodedRows = 24;
+  static constexpr bool kTwoSteps = true;
+  static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
+  static constexpr int64_t kPackAhead = 1;
 };
 
 enum class Core { fma, dot };
@@ -269,12 +286,12 @@ inline void block_scales(const uint8_t* e, typename V::F* out) {
 // widening, not the FMA, is most of the vector work, and its zmm form does
 // 32 codes for about the price of 16. Both steps lie in one MXFP8 block
 // ([sb, se) below), so they share its scales.
-template <class V, PanelType T>
+template <class V, class Tune, PanelType T>
 constexpr bool kTwoSteps =
-    V::kLanes == 16 && (T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8);
+    Tune::kTwoSteps && V::kLanes == 16 && (T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8);
 
 // Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
-template <class V, Core C, PanelType T, int MR, int J>
+template <class V, class Tune, Core C, PanelType T, int MR, int J>
 void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
@@ -339,7 +356,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
             for (int h = 0; h < NV; ++h) acc[i][h] = V::fmadd(av, wv[h], acc[i][h]);
           }
         } else {
-          if constexpr (kTwoSteps<V, T>) {
+          if constexpr (kTwoSteps<V, Tune, T>) {
             if (s + 1 < se) {  // steps s and s + 1 of each panel in one widening (fp8_two)
               F av[2][MR];
               MIXQ_UNROLL
@@ -418,20 +435,19 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
 
 // `rows` (< the full tile) rows from m0 against panels [p0, p1): the largest
 // compiled tile first, each with its own J.
-template <class V, Core C, PanelType T, int MR>
+template <class V, class Tune, Core C, PanelType T, int MR>
 void tail_rows(const Job& job, int64_t m0, int64_t rows, int64_t p0, int64_t p1, int64_t s0, int64_t s1,
                bool first, bool last) {
   if constexpr (MR >= 1) {
-    using Tile = FloatTile<V::kLanes>;
-    if (rows >= MR && Tile::tile_ok(MR)) {
-      constexpr int J = Tile::panels_for(MR);
+    if (rows >= MR && Tune::tile_ok(MR)) {
+      constexpr int J = Tune::panels_for(MR);
       int64_t p = p0;
-      for (; p + J <= p1; p += J) micro<V, C, T, MR, J>(job, m0, p, s0, s1, first, last);
-      for (; p < p1; ++p) micro<V, C, T, MR, 1>(job, m0, p, s0, s1, first, last);
+      for (; p + J <= p1; p += J) micro<V, Tune, C, T, MR, J>(job, m0, p, s0, s1, first, last);
+      for (; p < p1; ++p) micro<V, Tune, C, T, MR, 1>(job, m0, p, s0, s1, first, last);
       m0 += MR;
       rows -= MR;
     }
-    tail_rows<V, C, T, MR - 1>(job, m0, rows, p0, p1, s0, s1, first, last);
+    tail_rows<V, Tune, C, T, MR - 1>(job, m0, rows, p0, p1, s0, s1, first, last);
   }
 }
 
@@ -447,22 +463,21 @@ inline void prefetch_tile(const Job& job, int64_t r, int rows, int64_t p, int j)
 
 // Rows [r0, r1) against panels [p0, p1) over steps [s0, s1): full tiles of
 // J panels, then single panels, then the rows left over.
-template <class V, Core C, PanelType T>
+template <class V, class Tune, Core C, PanelType T>
 void row_block(const Job& job, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first,
                bool last) {
-  using Tile = FloatTile<V::kLanes>;
-  constexpr int MR = Tile::kMR;
-  constexpr int J = Tile::panels_for(MR);
+  constexpr int MR = Tune::kMR;
+  constexpr int J = Tune::panels_for(MR);
   const int64_t full = r0 + (r1 - r0) / MR * MR;
   int64_t p = p0;
   for (; p + J <= p1; p += J)
     for (int64_t r = r0; r < full; r += MR) {
       if (r + 2 * MR <= full) prefetch_tile(job, r + MR, MR, p, J);
-      micro<V, C, T, MR, J>(job, r, p, s0, s1, first, last);
+      micro<V, Tune, C, T, MR, J>(job, r, p, s0, s1, first, last);
     }
   for (; p < p1; ++p)
-    for (int64_t r = r0; r < full; r += MR) micro<V, C, T, MR, 1>(job, r, p, s0, s1, first, last);
-  tail_rows<V, C, T, MR - 1>(job, full, r1 - full, p0, p1, s0, s1, first, last);
+    for (int64_t r = r0; r < full; r += MR) micro<V, Tune, C, T, MR, 1>(job, r, p, s0, s1, first, last);
+  tail_rows<V, Tune, C, T, MR - 1>(job, full, r1 - full, p0, p1, s0, s1, first, last);
 }
 
 // Panels [p0, p1) of steps [s0, s1) as f32 rows of 16 values into out (panel
@@ -491,28 +506,25 @@ void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1
   }
 }
 
-// At least this many rows in a row chunk decode each K chunk of a tile's
-// panels to f32 once (decode_chunk) instead of once per MR rows: the FMA core
-// then spends its vector ports on FMAs (decoding FP8 in registers took about
-// a third of them at M = 4096, bench_linear_float). FP8 on AVX-512 (mixq
-// bench, alternating runs): M = 24 1.14x faster decoded (K = 3072 and 12288),
-// M = 16 7 % slower.
-constexpr int64_t kDecodedRows = 24;
-
-// Every row against panels [p0, p1) over steps [s0, s1), in row chunks.
-template <class V, Core C, PanelType T>
+// Every row against panels [p0, p1) over steps [s0, s1), in row chunks. With
+// at least Tune::kDecodedRows rows in a row chunk, each K chunk of a tile's
+// panels is decoded to f32 once (decode_chunk) instead of once per MR rows:
+// the FMA core then spends its vector ports on FMAs (decoding FP8 in
+// registers took about a third of them at M = 4096, bench_linear_float). FP8
+// on AVX-512 (mixq bench, alternating runs): M = 24 1.14x faster decoded
+// (K = 3072 and 12288), M = 16 7 % slower.
+template <class V, class Tune, Core C, PanelType T>
 void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
-  using Tile = FloatTile<V::kLanes>;
-  constexpr int J = Tile::panels_for(Tile::kMR);
+  constexpr int J = Tune::panels_for(Tune::kMR);
   constexpr bool kDecode = C == Core::fma && T != PanelType::f32;
-  for (int64_t mc = 0; mc < m; mc += Tile::kRowChunk) {
-    const int64_t mend = std::min(m, mc + Tile::kRowChunk);
-    if (!kDecode || mend - mc < kDecodedRows) {
-      row_block<V, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
+  for (int64_t mc = 0; mc < m; mc += Tune::kRowChunk) {
+    const int64_t mend = std::min(m, mc + Tune::kRowChunk);
+    if (!kDecode || mend - mc < Tune::kDecodedRows) {
+      row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
       continue;
     }
     thread_local std::vector<float> decoded;  // J · kStepChunk rows: 48 KiB (AVX-512), 16 KiB (AVX2)
-    decoded.resize(static_cast<size_t>(J * Tile::kStepChunk * 16));
+    decoded.resize(static_cast<size_t>(J * Tune::kStepChunk * 16));
     Job d = job;
     d.decoded = decoded.data();
     d.decoded_steps = s1 - s0;
@@ -520,7 +532,7 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
       const int64_t end = std::min(p1, p + J);
       decode_chunk<V, T>(job, p, end, s0, s1, decoded.data());
       d.decoded_p0 = p;
-      row_block<V, C, PanelType::f32>(d, mc, mend, p, end, s0, s1, first, last);
+      row_block<V, Tune, C, PanelType::f32>(d, mc, mend, p, end, s0, s1, first, last);
     }
   }
 }
@@ -532,26 +544,25 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
 // their rows' K chunks in order (each row read front to back, packed, then
 // used from L1); with more rows, all of the thread's panels once per K chunk,
 // then the row chunks.
-template <class V, Core C, PanelType T>
+template <class V, class Tune, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
-  using Tile = FloatTile<V::kLanes>;
   const FloatPanels& w = *job.w;
   const int64_t steps = w.steps;
   auto k_chunks = [&](auto&& body) {
-    for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tile::kStepChunk) {
-      const int64_t s1 = std::min(steps, s0 + Tile::kStepChunk);
+    for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += Tune::kStepChunk) {
+      const int64_t s1 = std::min(steps, s0 + Tune::kStepChunk);
       body(s0, s1, s0 == 0, s1 == steps);
       if (steps == 0) break;
     }
   };
   if (!w.in_place()) {
     k_chunks([&](int64_t s0, int64_t s1, bool first, bool last) {
-      row_chunks<V, C, T>(job, m, p0, p1, s0, s1, first, last);
+      row_chunks<V, Tune, C, T>(job, m, p0, p1, s0, s1, first, last);
     });
     return;
   }
-  const int64_t group = m <= Tile::kRowChunk ? Tile::panels_for(1) : p1 - p0;
-  const int64_t chunk_bytes = std::min(steps, Tile::kStepChunk) * w.row_bytes();
+  const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : p1 - p0;
+  const int64_t chunk_bytes = std::min(steps, Tune::kStepChunk) * w.row_bytes();
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;
@@ -562,16 +573,17 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     k_chunks([&](int64_t s0, int64_t s1, bool first, bool last) {
       local.chunk_steps = s1 - s0;
       for (int64_t q = p; q < end; ++q) {
-        const uint32_t nan_rows = pack_steps<V>(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes());
+        const uint32_t nan_rows =
+            pack_steps<V>(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes(), Tune::kPackAhead);
         for (int j = 0; j < 16; ++j)
           if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
       }
-      row_chunks<V, C, T>(local, m, p, end, s0, s1, first, last);
+      row_chunks<V, Tune, C, T>(local, m, p, end, s0, s1, first, last);
     });
   }
 }
 
-template <class V, Core C>
+template <class V, Core C, class Tune = FloatTile<V::kLanes>>
 void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
   if (C == Core::fma && (w.pairs || lda < w.k))
@@ -584,25 +596,25 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
   const Job shared{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
   std::vector<std::vector<int64_t>> found;  // in place: NaN columns found by each thread
   util::parallel_for(
-      w.panels, FloatTile<V::kLanes>::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
+      w.panels, Tune::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
       [&](int64_t p0, int64_t p1, int thread) {
         Job job = shared;
         job.nan_columns = &found[static_cast<size_t>(thread)];
         if constexpr (C == Core::dot) {
           switch (w.type) {
-            case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
-            case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
-            default: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
+            case PanelType::e4m3: run<V, Tune, C, PanelType::e4m3>(job, m, p0, p1); break;
+            case PanelType::e5m2: run<V, Tune, C, PanelType::e5m2>(job, m, p0, p1); break;
+            default: run<V, Tune, C, PanelType::mxfp8>(job, m, p0, p1); break;
           }
         } else {
           switch (w.type) {
-            case PanelType::f32: run<V, C, PanelType::f32>(job, m, p0, p1); break;
-            case PanelType::bf16: run<V, C, PanelType::bf16>(job, m, p0, p1); break;
-            case PanelType::f16: run<V, C, PanelType::f16>(job, m, p0, p1); break;
-            case PanelType::e4m3: run<V, C, PanelType::e4m3>(job, m, p0, p1); break;
-            case PanelType::e5m2: run<V, C, PanelType::e5m2>(job, m, p0, p1); break;
-            case PanelType::mxfp8: run<V, C, PanelType::mxfp8>(job, m, p0, p1); break;
-            case PanelType::nvfp4: run<V, C, PanelType::nvfp4>(job, m, p0, p1); break;
+            case PanelType::f32: run<V, Tune, C, PanelType::f32>(job, m, p0, p1); break;
+            case PanelType::bf16: run<V, Tune, C, PanelType::bf16>(job, m, p0, p1); break;
+            case PanelType::f16: run<V, Tune, C, PanelType::f16>(job, m, p0, p1); break;
+            case PanelType::e4m3: run<V, Tune, C, PanelType::e4m3>(job, m, p0, p1); break;
+            case PanelType::e5m2: run<V, Tune, C, PanelType::e5m2>(job, m, p0, p1); break;
+            case PanelType::mxfp8: run<V, Tune, C, PanelType::mxfp8>(job, m, p0, p1); break;
+            case PanelType::nvfp4: run<V, Tune, C, PanelType::nvfp4>(job, m, p0, p1); break;
           }
         }
       });

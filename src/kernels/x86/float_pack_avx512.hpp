@@ -60,14 +60,16 @@ inline __m512i transpose_16x64(const uint8_t* src, int64_t stride, uint8_t* dst,
   return seen;
 }
 
-inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+// `ahead`: how many K chunks of the same size past s1 to ask for (0: none).
+inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
+                                     int64_t ahead = 1) {
   const int64_t stride = w.rows_stride;
   if (w.pairs || panel * 16 + 16 > w.n || s1 - s0 < 64) return pack_panel_steps(w, panel, s0, s1, dst);
   const uint8_t* src = w.rows + panel * 16 * stride;
-  // The GEMM asks for a panel's K chunks in order: fetch the next one of each
-  // row (16 scattered row pieces the hardware prefetchers miss).
+  // The GEMM asks for a panel's K chunks in order: fetch the next one(s) of
+  // each row (16 scattered row pieces the hardware prefetchers miss).
   for (int64_t j = 0; j < 16; ++j)
-    for (int64_t c = s1; c < s1 + (s1 - s0) && c < w.k; c += 64)
+    for (int64_t c = s1; c < s1 + ahead * (s1 - s0) && c < w.k; c += 64)
       _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
   __m512i seen = _mm512_setzero_si512();
   int64_t s = s0;
@@ -85,9 +87,10 @@ inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_
 
 // pack_panel_steps on the target's widest packer.
 template <class V>
-inline uint32_t pack_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+inline uint32_t pack_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
+                           int64_t ahead) {
 #if defined(__AVX512BW__)
-  if constexpr (V::kLanes == 16) return pack_panel_steps_zmm(w, panel, s0, s1, dst);
+  if constexpr (V::kLanes == 16) return pack_panel_steps_zmm(w, panel, s0, s1, dst, ahead);
 #endif
   return pack_panel_steps(w, panel, s0, s1, dst);
 }

@@ -1,0 +1,178 @@
+// The float GEMM's FMA core (kernels/x86/float_gemm.hpp) under its target's
+// tuning and variations of it (register tile at M = 1, two-step FP8 widening,
+// K and row chunks, decoded-rows threshold, and for rows read in place the
+// pack group and prefetch: bench/isa/float_tunings.*.cpp), in alternating
+// rounds so that every variant sees the same machine; the variants compute
+// the same bits (checked). The FMA core is what M = 1 .. 31 runs on every
+// AVX2 / AVX-512 machine (and every M where the probe prefers it to
+// vdpbf16ps and there are no AMX tiles). Only the GEMM is timed: the
+// activation is its E4M3 values, prepared once.
+//
+// At M <= 16 the weights cycle through a ring >= kRingLlcFactor times the
+// last-level cache (from DRAM, as in decoding; one ring of packed panels and
+// one of stored rows, shared by the tunings); "stored GB/s" counts the bytes
+// the checkpoint stores, as a fraction of the read bandwidth calibrated in
+// the same run (median and best pass); larger M reports GFLOPS.
+//
+//   bench_float_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
+//                       [--tuning TEXT ..]
+//   --tuning TEXT: only the tunings whose name contains TEXT (repeatable),
+//            next to the default.
+//   formats: float8_e4m3fn (default), mxfp8 (E4M3 codes + E8M0 per 32 k),
+//            bf16 (unquantized; packed tunings only)
+//   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/x86/float_gemm.hpp"
+#include "mixq/error.hpp"
+#include "support/args.hpp"
+#include "support/float_tunings.hpp"
+#include "support/inputs.hpp"
+#include "support/run_info.hpp"
+#include "support/timing.hpp"
+#include "support/variant_table.hpp"
+
+namespace {
+
+using namespace mixq::bench;
+namespace x86 = mixq::kernels::x86;
+
+struct Format {
+  const char* name;
+  x86::PanelType type;
+  int64_t element_bytes;
+  bool in_place;  // the GEMM can read its stored rows in place
+};
+const Format kFormats[] = {{"float8_e4m3fn", x86::PanelType::e4m3, 1, true},
+                           {"mxfp8", x86::PanelType::mxfp8, 1, true},
+                           {"bf16", x86::PanelType::bf16, 2, false}};
+
+const Format& format_named(const std::string& name) {
+  for (const Format& f : kFormats)
+    if (name == f.name) return f;
+  mixq::fail("bench_float_tunings: unknown format '{}' (float8_e4m3fn, mxfp8, bf16)", name);
+}
+
+// One stored layer (random rows: E4M3 codes never NaN, E8M0 scales 2^-4 ..
+// 2^3, bf16 values of N(0, 1)) and its two forms.
+struct Layer {
+  std::vector<uint8_t> rows, scales;
+  x86::FloatPanels packed, in_place;
+};
+
+std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint32_t seed) {
+  auto l = std::make_unique<Layer>();
+  std::mt19937 rng(seed);
+  l->rows.resize(static_cast<size_t>(n * k * f.element_bytes));
+  if (f.type == x86::PanelType::bf16) {
+    std::normal_distribution<float> normal;
+    for (size_t i = 0; i < l->rows.size(); i += 2) {
+      uint32_t bits;
+      const float v = normal(rng);
+      std::memcpy(&bits, &v, 4);
+      l->rows[i] = static_cast<uint8_t>(bits >> 16);
+      l->rows[i + 1] = static_cast<uint8_t>(bits >> 24);
+    }
+  } else {
+    for (uint8_t& c : l->rows) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));
+  }
+  const uint8_t* scales = nullptr;
+  if (f.type == x86::PanelType::mxfp8) {
+    l->scales.resize(static_cast<size_t>(n * k / 32));
+    for (uint8_t& s : l->scales) s = static_cast<uint8_t>(123 + rng() % 8);
+    scales = l->scales.data();
+  }
+  const int64_t row_bytes = k * f.element_bytes;
+  l->packed = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, false, scales);
+  if (f.in_place) l->in_place = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, false, scales);
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::vector<std::string> picked;
+  BenchArgs o = parse_args("bench_float_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
+    if (flag != "--tuning") return false;
+    picked.emplace_back(value());
+    return true;
+  });
+  default_to_decode_shapes(o);
+  std::vector<const Format*> formats;
+  for (const std::string& name : o.formats.empty() ? std::vector<std::string>{"float8_e4m3fn"} : o.formats)
+    formats.push_back(&format_named(name));
+  for (const Format* f : formats)
+    for (auto [k, n] : o.shapes)
+      if (f->type == x86::PanelType::mxfp8 && k % 32 != 0)
+        mixq::fail("bench_float_tunings: MXFP8 needs K a multiple of 32, not {}", k);
+
+  const bool avx512 = mixq::kernels::best_isa() >= mixq::kernels::Isa::avx512;
+  std::vector<FloatTuning> tunings = avx512                                                           ? float_tunings_avx512()
+                                     : mixq::kernels::best_isa() == mixq::kernels::Isa::avx2 ? float_tunings_avx2()
+                                                                                               : std::vector<FloatTuning>{};
+  if (tunings.empty()) {
+    std::printf("bench_float_tunings: no AVX2 or AVX-512 on this CPU\n");
+    return 0;
+  }
+  if (!picked.empty()) {  // the default (first) stays: the ratios are against it
+    std::vector<FloatTuning> kept{tunings.front()};
+    for (size_t t = 1; t < tunings.size(); ++t)
+      for (const std::string& text : picked)
+        if (std::string(tunings[t].name).find(text) != std::string::npos) {
+          kept.push_back(tunings[t]);
+          break;
+        }
+    tunings = kept;
+  }
+  const AlternatingRun run = start_alternating(o, avx512 ? "avx512 float tunings (FMA core)" : "avx2 float tunings");
+  for (const Format* f : formats) {
+    std::vector<FloatTuning> runnable;  // bf16 has no in-place form
+    for (const FloatTuning& t : tunings)
+      if (f->in_place || !t.in_place) runnable.push_back(t);
+    for (int64_t m : o.ms)
+      for (auto [k, n] : o.shapes) {
+        const double stored =
+            double(n) * double(k) * double(f->element_bytes) + (f->type == x86::PanelType::mxfp8 ? n * k / 32.0 : 0);
+        const int copies = m <= 16 ? ring_copies(stored) : 1;
+        std::vector<std::unique_ptr<Layer>> layers;
+        for (int c = 0; c < copies; ++c) layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1)));
+        const std::vector<float> x = random_activations(m * k);
+        std::vector<float> a(x.size());  // the activation as its E4M3 values (what W8A8 FP8 layers run)
+        (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x.data(), m, k, k, x86::ActPrep::e4m3, 1.0f,
+                                                                   a.data());
+        auto forward = [&](const FloatTuning& t, const Layer& l, float* y) {
+          t.run(a.data(), k, m, t.in_place ? l.in_place : l.packed, 1.0f, nullptr, y);
+        };
+        std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());
+        forward(runnable[0], *layers[0], want.data());
+        for (const FloatTuning& t : runnable) {
+          std::fill(y.begin(), y.end(), -1.0f);
+          forward(t, *layers[0], y.data());
+          if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0)
+            mixq::fail("bench_float_tunings: tuning '{}' computes different bits than the default", t.name);
+        }
+        size_t next = 0;
+        const std::vector<double> times =
+            alternating_medians(runnable.size(), run.rounds, run.min_seconds, [&](size_t t) {
+              forward(runnable[t], *layers[next], y.data());
+              next = (next + 1) % layers.size();
+            });
+        std::printf("\n# %s M=%ld K=%ld N=%ld, FMA core%s\n", f->name, m, k, n,
+                    copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
+        std::vector<std::string> names;
+        for (const FloatTuning& t : runnable) names.push_back(t.name);
+        print_variant_table({"tuning", "vs default", 66}, names, times, copies > 1 ? stored : 0, run.bw,
+                            2.0 * double(m) * double(n) * double(k), "GFLOPS");
+        std::fflush(stdout);
+      }
+  }
+  return 0;
+} catch (const mixq::Error& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}

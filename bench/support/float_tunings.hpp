@@ -1,0 +1,23 @@
+#pragma once
+// The float GEMM's FMA core (src/kernels/x86/float_gemm_impl.hpp) compiled
+// with its target's tuning (FloatTile) and with variations of it
+// (bench/isa/float_tunings.*.cpp, each compiled for its instruction set),
+// for bench_float_tunings.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/float_gemm.hpp"
+
+namespace mixq::bench {
+
+struct FloatTuning {
+  const char* name;  // the packed default first, then what differs from it
+  bool in_place;     // runs on the stored rows (float_panels_in_place), not on packed panels
+  void (*run)(const float* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,
+              const float* bias, float* y);
+};
+
+std::vector<FloatTuning> float_tunings_avx2();
+std::vector<FloatTuning> float_tunings_avx512();
+
+}  // namespace mixq::bench
