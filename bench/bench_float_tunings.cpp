@@ -111,10 +111,11 @@ int main(int argc, char** argv) try {
       if (f->type == x86::PanelType::mxfp8 && k % 32 != 0)
         mixq::fail("bench_float_tunings: MXFP8 needs K a multiple of 32, not {}", k);
 
-  const bool avx512 = mixq::kernels::best_isa() >= mixq::kernels::Isa::avx512;
-  std::vector<FloatTuning> tunings = avx512                                                           ? float_tunings_avx512()
-                                     : mixq::kernels::best_isa() == mixq::kernels::Isa::avx2 ? float_tunings_avx2()
-                                                                                               : std::vector<FloatTuning>{};
+  const mixq::kernels::Isa isa = mixq::kernels::active_isa();  // MIXQ_ISA=avx2 runs AVX2's on AVX-512 machines
+  const bool avx512 = isa >= mixq::kernels::Isa::avx512;
+  std::vector<FloatTuning> tunings = avx512                               ? float_tunings_avx512()
+                                     : isa == mixq::kernels::Isa::avx2 ? float_tunings_avx2()
+                                                                       : std::vector<FloatTuning>{};
   if (tunings.empty()) {
     std::printf("bench_float_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
@@ -166,7 +167,7 @@ int main(int argc, char** argv) try {
                     copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
         std::vector<std::string> names;
         for (const FloatTuning& t : runnable) names.push_back(t.name);
-        print_variant_table({"tuning", "vs default", 66}, names, times, copies > 1 ? stored : 0, run.bw,
+        print_variant_table({"tuning", "vs default", 56}, names, times, copies > 1 ? stored : 0, run.bw,
                             2.0 * double(m) * double(n) * double(k), "GFLOPS");
         std::fflush(stdout);
       }

@@ -29,6 +29,14 @@ template <int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
 };
+template <int64_t Steps>
+struct FewRowsStepChunk : Base {
+  static constexpr int64_t kFewRowsStepChunk = Steps;
+};
+template <int64_t Bytes>
+struct StreamPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = Bytes;
+};
 template <int64_t Chunks>
 struct PackAhead : Base {
   static constexpr int64_t kPackAhead = Chunks;
@@ -46,13 +54,18 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default (packed; M=1 tile 3 panels, K chunk 256, 2-step widening)", false, run<Base>},
+  return {{"default (packed; M=1 tile 3 panels, 2-step widening)", false, run<Base>},
           {"M=1 tile of 1 panel", false, run<OneRowTile<1>>},
           {"M=1 tile of 2 panels", false, run<OneRowTile<2>>},
           {"M=1 tile of 4 panels", false, run<OneRowTile<4>>},
           {"one FP8 step per widening", false, run<OneStep>},
-          {"K chunk 128 steps", false, run<StepChunk<128>>},
-          {"K chunk 512 steps", false, run<StepChunk<512>>},
+          {"8+ rows: K chunk 128 steps", false, run<StepChunk<128>>},
+          {"8+ rows: K chunk 512 steps", false, run<StepChunk<512>>},
+          {"under 8 rows: K chunk 256 steps (before)", false, run<FewRowsStepChunk<256>>},
+          {"under 8 rows: K chunk 1024 steps", false, run<FewRowsStepChunk<1024>>},
+          {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<1024>>},
+          {"few rows: prefetch panels 2 KiB ahead", false, run<StreamPrefetch<2048>>},
+          {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<4096>>},
           {"row chunk 64", false, run<RowChunk<64>>},
           {"row chunk 256", false, run<RowChunk<256>>},
           {"decoded to f32 from 16 rows", false, run<DecodedRows<16>>},
