@@ -167,7 +167,7 @@ int main(int argc, char** argv) try {
                     copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
         std::vector<std::string> names;
         for (const FloatTuning& t : runnable) names.push_back(t.name);
-        print_variant_table({"tuning", "vs default", 56}, names, times, copies > 1 ? stored : 0, run.bw,
+        print_variant_table({"tuning", "vs default", 68}, names, times, copies > 1 ? stored : 0, run.bw,
                             2.0 * double(m) * double(n) * double(k), "GFLOPS");
         std::fflush(stdout);
       }

@@ -22,6 +22,10 @@ template <int64_t Steps>
 struct FewRowsStepChunk : Base {
   static constexpr int64_t kFewRowsStepChunk = Steps;
 };
+template <int64_t Bytes>
+struct StreamPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = Bytes;
+};
 template <int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
@@ -39,12 +43,15 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx2() {
   using namespace kernels::x86;
-  return {{"default (packed; M=1 tile 4 panels)", false, run<Base>},
+  return {{"default (packed; M=1 tile 4 panels, prefetch 2 KiB)", false, run<Base>},
           {"M=1 tile of 2 panels", false, run<OneRowTile<2>>},
           {"M=1 tile of 3 panels", false, run<OneRowTile<3>>},
           {"6+ rows: K chunk 128 steps", false, run<StepChunk<128>>},
           {"6+ rows: K chunk 512 steps", false, run<StepChunk<512>>},
           {"under 6 rows: K chunk 256 steps (before)", false, run<FewRowsStepChunk<256>>},
+          {"few rows: no panel prefetch (before)", false, run<StreamPrefetch<0>>},
+          {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<1024>>},
+          {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<4096>>},
           {"decoded to f32 from 16 rows", false, run<DecodedRows<16>>},
           {"decoded to f32 from 48 rows", false, run<DecodedRows<48>>},
           {"in place (rows packed per K chunk)", true, run<Base>},

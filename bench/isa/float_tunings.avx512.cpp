@@ -54,7 +54,7 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default (packed; M=1 tile 3 panels, 2-step widening)", false, run<Base>},
+  return {{"default (packed; M=1 tile 3 panels, 2-step widening, prefetch 2 KiB)", false, run<Base>},
           {"M=1 tile of 1 panel", false, run<OneRowTile<1>>},
           {"M=1 tile of 2 panels", false, run<OneRowTile<2>>},
           {"M=1 tile of 4 panels", false, run<OneRowTile<4>>},
@@ -63,8 +63,8 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"8+ rows: K chunk 512 steps", false, run<StepChunk<512>>},
           {"under 8 rows: K chunk 256 steps (before)", false, run<FewRowsStepChunk<256>>},
           {"under 8 rows: K chunk 1024 steps", false, run<FewRowsStepChunk<1024>>},
+          {"few rows: no panel prefetch (before)", false, run<StreamPrefetch<0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<1024>>},
-          {"few rows: prefetch panels 2 KiB ahead", false, run<StreamPrefetch<2048>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<4096>>},
           {"row chunk 64", false, run<RowChunk<64>>},
           {"row chunk 256", false, run<RowChunk<256>>},
