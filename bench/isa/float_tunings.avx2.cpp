@@ -18,10 +18,6 @@ template <int64_t Steps>
 struct StepChunk : Base {
   static constexpr int64_t kStepChunk = Steps;
 };
-template <int64_t Steps>
-struct FewRowsStepChunk : Base {
-  static constexpr int64_t kFewRowsStepChunk = Steps;
-};
 template <int64_t Bytes>
 struct StreamPrefetch : Base {
   static constexpr int64_t kStreamPrefetchBytes = Bytes;
@@ -29,6 +25,12 @@ struct StreamPrefetch : Base {
 template <int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
+};
+
+// Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
+struct Before : Base {
+  static constexpr int64_t kFewRowsStepChunk = 256;
+  static constexpr int64_t kStreamPrefetchBytes = 0;
 };
 
 template <class T>
@@ -48,8 +50,8 @@ std::vector<FloatTuning> float_tunings_avx2() {
           {"M=1 tile of 3 panels", false, run<OneRowTile<3>>},
           {"6+ rows: K chunk 128 steps", false, run<StepChunk<128>>},
           {"6+ rows: K chunk 512 steps", false, run<StepChunk<512>>},
-          {"under 6 rows: K chunk 256 steps (before)", false, run<FewRowsStepChunk<256>>},
-          {"few rows: no panel prefetch (before)", false, run<StreamPrefetch<0>>},
+          {"under 6 rows: K chunks of 256 steps, no prefetch (before)", false, run<Before>},
+          {"few rows: no panel prefetch", false, run<StreamPrefetch<0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<1024>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<4096>>},
           {"decoded to f32 from 16 rows", false, run<DecodedRows<16>>},

@@ -42,6 +42,12 @@ struct PackAhead : Base {
   static constexpr int64_t kPackAhead = Chunks;
 };
 
+// Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
+struct Before : Base {
+  static constexpr int64_t kFewRowsStepChunk = 256;
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+
 template <class T>
 void run(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   gemm<Avx512, Core::fma, T>(a, lda, m, w, alpha, bias, y);
@@ -61,9 +67,9 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"one FP8 step per widening", false, run<OneStep>},
           {"8+ rows: K chunk 128 steps", false, run<StepChunk<128>>},
           {"8+ rows: K chunk 512 steps", false, run<StepChunk<512>>},
-          {"under 8 rows: K chunk 256 steps (before)", false, run<FewRowsStepChunk<256>>},
+          {"under 8 rows: K chunks of 256 steps, no prefetch (before)", false, run<Before>},
           {"under 8 rows: K chunk 1024 steps", false, run<FewRowsStepChunk<1024>>},
-          {"few rows: no panel prefetch (before)", false, run<StreamPrefetch<0>>},
+          {"few rows: no panel prefetch", false, run<StreamPrefetch<0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<1024>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<4096>>},
           {"row chunk 64", false, run<RowChunk<64>>},
