@@ -120,16 +120,7 @@ int main(int argc, char** argv) try {
     std::printf("bench_float_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
   }
-  if (!picked.empty()) {  // the default (first) stays: the ratios are against it
-    std::vector<FloatTuning> kept{tunings.front()};
-    for (size_t t = 1; t < tunings.size(); ++t)
-      for (const std::string& text : picked)
-        if (std::string(tunings[t].name).find(text) != std::string::npos) {
-          kept.push_back(tunings[t]);
-          break;
-        }
-    tunings = kept;
-  }
+  tunings = keep_picked(tunings, picked);
   const AlternatingRun run = start_alternating(o, avx512 ? "avx512 float tunings (FMA core)" : "avx2 float tunings");
   for (const Format* f : formats) {
     std::vector<FloatTuning> runnable;  // bf16 has no in-place form

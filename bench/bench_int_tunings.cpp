@@ -106,16 +106,7 @@ int main(int argc, char** argv) try {
                                    : isa == mixq::kernels::Isa::avx512 ? int_tunings_avx512()
                                    : isa == mixq::kernels::Isa::avx2   ? int_tunings_avx2()
                                                                        : std::vector<IntTuning>{};
-  if (!picked.empty() && !tunings.empty()) {  // the default (first) stays: the ratios are against it
-    std::vector<IntTuning> kept{tunings.front()};
-    for (size_t t = 1; t < tunings.size(); ++t)
-      for (const std::string& text : picked)
-        if (std::string(tunings[t].name).find(text) != std::string::npos) {
-          kept.push_back(tunings[t]);
-          break;
-        }
-    tunings = kept;
-  }
+  tunings = keep_picked(tunings, picked);
   if (tunings.empty()) {
     std::printf("bench_int_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;

@@ -27,6 +27,21 @@ struct AlternatingRun {
 };
 AlternatingRun start_alternating(const BenchArgs& o, const std::string& what);
 
+// The variants whose name contains one of `picked` (all when none is),
+// the first (the default, which the ratios are against) always kept.
+template <class Variant>
+std::vector<Variant> keep_picked(std::vector<Variant> variants, const std::vector<std::string>& picked) {
+  if (picked.empty() || variants.empty()) return variants;
+  std::vector<Variant> kept{variants.front()};
+  for (size_t v = 1; v < variants.size(); ++v)
+    for (const std::string& text : picked)
+      if (std::string(variants[v].name).find(text) != std::string::npos) {
+        kept.push_back(variants[v]);
+        break;
+      }
+  return kept;
+}
+
 struct VariantColumns {
   const char* first;   // "tuning", "weights"
   const char* versus;  // "vs default", "vs packed"

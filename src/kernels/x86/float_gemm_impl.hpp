@@ -34,6 +34,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/float_pack_avx512.hpp"
 #include "kernels/x86/simd_traits.hpp"
@@ -226,7 +227,7 @@ struct FloatTile<8> {
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
-  static constexpr int64_t kStreamPrefetchBytes = 2048;
+  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
   static constexpr bool kTwoSteps = false;
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
@@ -241,7 +242,7 @@ struct FloatTile<16> {
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
-  static constexpr int64_t kStreamPrefetchBytes = 2048;
+  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
   static constexpr bool kTwoSteps = true;
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
