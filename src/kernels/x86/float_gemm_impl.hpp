@@ -12,7 +12,9 @@
 //    `vdpbf16ps` against bf16 activation pairs.
 //
 // Blocking: a thread owns a contiguous range of panels. K is walked in chunks
-// of kStepChunk steps (a panel chunk stays in L1/L2), rows in chunks of
+// of kStepChunk steps (a panel chunk stays in L1/L2; packed panels under MR
+// rows: kFewRowsStepChunk, all of K, each panel streamed and prefetched front
+// to back), rows in chunks of
 // kRowChunk (their activations stay in L2), and the register tile is MR rows ×
 // J panels (FloatTile, per target). Rows left over at the end of a chunk run
 // smaller tiles, each with its own J (M = 1 still walks several panels side
@@ -548,7 +550,8 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
       continue;
     }
     thread_local std::vector<float> decoded;  // J · kStepChunk rows: 48 KiB (AVX-512), 16 KiB (AVX2)
-    decoded.resize(static_cast<size_t>(J * Tune::kStepChunk * 16));
+    const auto need = static_cast<size_t>(J * (s1 - s0) * 16);  // the K chunk may be longer (kFewRowsStepChunk)
+    if (decoded.size() < need) decoded.resize(need);
     Job d = job;
     d.decoded = decoded.data();
     d.decoded_steps = s1 - s0;
