@@ -1,0 +1,60 @@
+#pragma once
+// The variations of a float GEMM tuning (FloatTile in float_gemm_impl.hpp)
+// that bench/isa/float_tunings.*.cpp compile for their targets: each differs
+// from Base, the target's default, in one member (an M = 1 tile of J panels
+// changes panels_for and the in-place group together: one tile's panels are
+// packed side by side).
+#include "kernels/x86/float_gemm_impl.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+template <class Base, int J>
+struct OneRowTile : Base {
+  static constexpr int panels_for(int mr) { return mr == 1 ? J : Base::panels_for(mr); }
+  static constexpr int64_t kInPlaceGroup = J;
+};
+template <class Base>
+struct OneStep : Base {
+  static constexpr bool kTwoSteps = false;
+};
+template <class Base, int64_t Steps>
+struct StepChunk : Base {
+  static constexpr int64_t kStepChunk = Steps;
+};
+template <class Base, int64_t Steps>
+struct FewRowsStepChunk : Base {
+  static constexpr int64_t kFewRowsStepChunk = Steps;
+};
+template <class Base, int64_t Bytes>
+struct StreamPrefetch : Base {
+  static constexpr int64_t kStreamPrefetchBytes = Bytes;
+};
+template <class Base, int64_t Rows>
+struct RowChunk : Base {
+  static constexpr int64_t kRowChunk = Rows;
+};
+template <class Base, int64_t Rows>
+struct DecodedRows : Base {
+  static constexpr int64_t kDecodedRows = Rows;
+};
+template <class Base, int64_t Chunks>
+struct PackAhead : Base {
+  static constexpr int64_t kPackAhead = Chunks;
+};
+// Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
+template <class Base>
+struct Before : Base {
+  static constexpr int64_t kFewRowsStepChunk = 256;
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
+
+// The FMA core on target V under tuning T (FloatTuning::run).
+template <class V, class T>
+void run_tuned(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
+               float* y) {
+  gemm<V, Core::fma, T>(a, lda, m, w, alpha, bias, y);
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
