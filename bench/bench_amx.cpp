@@ -29,6 +29,7 @@
 #include "kernels/x86/float_gemm.hpp"
 #include "support/amx_probe.hpp"
 #include "support/calibrate.hpp"
+#include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
 #include "mixq/threads.hpp"
@@ -99,7 +100,7 @@ void fp8_blocks(double min_s, int reps) {
   const int64_t m = 4096, k = 3072, n = 3072, lda = (k / 2 + 15) / 16 * 16;
   std::mt19937 rng(2);
   std::vector<uint8_t> codes(static_cast<size_t>(n * k));
-  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));  // never NaN
+  bench::random_e4m3_codes(rng, codes);  // never NaN
   const x86::FloatPanels w = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k, true);
   std::vector<uint32_t> a_buf(static_cast<size_t>((m + 32) * lda + 16));
   uint32_t* a = a_buf.data() + (16 - reinterpret_cast<uintptr_t>(a_buf.data()) % 64 / 4) % 16;

@@ -1,7 +1,9 @@
 // The float GEMM's FMA core (kernels/x86/float_gemm.hpp) under its target's
 // tuning and variations of it (register tile at M = 1, two-step FP8 widening,
-// K and row chunks, decoded-rows threshold, and for rows read in place the
-// pack group and prefetch: bench/isa/float_tunings.*.cpp), in alternating
+// K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
+// threshold, and for rows read in place the pack group and prefetch:
+// bench/isa/float_tunings_variants.hpp, listed per target by
+// bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants compute
 // the same bits (checked). The FMA core is what M = 1 .. 31 runs on every
 // AVX2 / AVX-512 machine (and every M where the probe prefers it to
@@ -30,6 +32,7 @@
 #include "kernels/cpu.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 #include "support/args.hpp"
 #include "support/float_tunings.hpp"
 #include "support/inputs.hpp"
@@ -71,15 +74,13 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
   l->rows.resize(static_cast<size_t>(n * k * f.element_bytes));
   if (f.type == x86::PanelType::bf16) {
     std::normal_distribution<float> normal;
-    for (size_t i = 0; i < l->rows.size(); i += 2) {
-      uint32_t bits;
-      const float v = normal(rng);
-      std::memcpy(&bits, &v, 4);
-      l->rows[i] = static_cast<uint8_t>(bits >> 16);
-      l->rows[i + 1] = static_cast<uint8_t>(bits >> 24);
+    for (size_t i = 0; i < l->rows.size(); i += 2) {  // little-endian bf16
+      const uint16_t bits = mixq::f32_to_bf16(normal(rng));
+      l->rows[i] = static_cast<uint8_t>(bits);
+      l->rows[i + 1] = static_cast<uint8_t>(bits >> 8);
     }
   } else {
-    for (uint8_t& c : l->rows) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));
+    random_e4m3_codes(rng, l->rows);
   }
   const uint8_t* scales = nullptr;
   if (f.type == x86::PanelType::mxfp8) {
@@ -97,11 +98,7 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
 
 int main(int argc, char** argv) try {
   std::vector<std::string> picked;
-  BenchArgs o = parse_args("bench_float_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
-    if (flag != "--tuning") return false;
-    picked.emplace_back(value());
-    return true;
-  });
+  BenchArgs o = parse_tuning_args("bench_float_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
   std::vector<const Format*> formats;
   for (const std::string& name : o.formats.empty() ? std::vector<std::string>{"float8_e4m3fn"} : o.formats)

@@ -75,7 +75,7 @@ std::unique_ptr<Layer> fp8_layer(int64_t k, int64_t n, uint32_t seed, const std:
   auto l = std::make_unique<Layer>();
   std::mt19937 rng(seed);
   l->codes.resize(static_cast<size_t>(n * k));
-  for (uint8_t& c : l->codes) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));
+  random_e4m3_codes(rng, l->codes);
   auto w = std::make_shared<std::pair<x86::FloatPanels, x86::FloatPanels>>(
       x86::pack_panels(x86::PanelType::e4m3, l->codes.data(), k, n, k, false),
       x86::float_panels_in_place(x86::PanelType::e4m3, l->codes.data(), k, n, k, false));

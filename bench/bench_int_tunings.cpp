@@ -88,11 +88,7 @@ std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, 
 
 int main(int argc, char** argv) try {
   std::vector<std::string> picked;
-  BenchArgs o = parse_args("bench_int_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
-    if (flag != "--tuning") return false;
-    picked.emplace_back(value());
-    return true;
-  });
+  BenchArgs o = parse_tuning_args("bench_int_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
   const std::vector<std::string> formats = o.formats.empty() ? std::vector<std::string>{"int8_convrot"} : o.formats;
   for (const std::string& f : formats)

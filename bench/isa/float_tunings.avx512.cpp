@@ -28,6 +28,7 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"8+ rows: K chunk 128 steps", false, run<StepChunk<Base, 128>>},
           {"8+ rows: K chunk 512 steps", false, run<StepChunk<Base, 512>>},
           {"under 8 rows: K chunks of 256 steps, no prefetch (before)", false, run<Before<Base>>},
+          {"under 8 rows: K chunks of 256 steps (prefetch on)", false, run<FewRowsStepChunk<Base, 256>>},
           {"under 8 rows: K chunk 1024 steps", false, run<FewRowsStepChunk<Base, 1024>>},
           {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},

@@ -12,4 +12,8 @@ std::vector<float> random_activations(int64_t count) {
   return x;
 }
 
+void random_e4m3_codes(std::mt19937& rng, std::span<uint8_t> codes) {
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() % 0x7F | (rng() & 0x80));
+}
+
 }  // namespace mixq::bench

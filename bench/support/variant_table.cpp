@@ -13,6 +13,14 @@ void default_to_decode_shapes(BenchArgs& o) {
   if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
 }
 
+BenchArgs parse_tuning_args(const char* tool, int argc, char** argv, std::vector<std::string>& picked) {
+  return parse_args(tool, argc, argv, [&](const std::string& flag, const auto& value) {
+    if (flag != "--tuning") return false;
+    picked.emplace_back(value());
+    return true;
+  });
+}
+
 AlternatingRun start_alternating(const BenchArgs& o, const std::string& what) {
   AlternatingRun run;
   run.rounds = o.quick ? 5 : 9;

@@ -206,13 +206,12 @@ struct FloatIo<Avx512> {
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
 //    4 KiB at a time with every other panel in between; nothing is reused
-//    across rows there, so K chunks only cost. M = 1: 0.82-0.88x the time
-//    of 256-step chunks on AVX-512, 0.65-0.86x on AVX2, bench_float_tunings),
-//    and the few-row loop (more panel vectors than rows: M = 1, 2 on
-//    AVX-512) prefetches each panel kStreamPrefetchBytes ahead (0: the
-//    hardware prefetchers alone, which restart at every 4 KiB page; 2 KiB
-//    against none at M = 1: AVX-512 FP8 0.90-0.94x, MXFP8 0.84-0.98x, bf16
-//    0.80-0.87x; AVX2 FP8 0.95-1.05x, bf16 0.83x);
+//    across rows there, so K chunks only cost), and the few-row loop (more
+//    panel vectors than rows: M = 1, 2 on AVX-512) prefetches each panel
+//    kStreamPrefetchBytes ahead (0: the hardware prefetchers alone, which
+//    restart at every 4 KiB page). Together 1.2-1.6x faster at M = 1 than
+//    256-step chunks without prefetch (bench_float_tunings, BENCHMARKS.md
+//    "Sixth AMX session");
 //  - in place: kInPlaceGroup panels packed side by side per K chunk when the
 //    rows fit one row chunk, and the packer fetches the next kPackAhead K
 //    chunks of the rows it reads (0: no software prefetch; AVX-512 packer).
