@@ -519,6 +519,76 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
   }
 }
 
+// FP8 read in place on the FMA cores (at most 4 rows of E4M3 on AVX-512 VBMI:
+// the register transpose of e4m3_rows_in_place.avx512vbmi.cpp; else the
+// packing path) is
+// the FMA chain in k order, bit for bit: every byte value but the NaN codes
+// as weights (subnormals, both zeros, the largest), rows padded past k, K
+// tails under 64, a partial last panel, an odd panel count; once with FP8
+// activations (exact products: the plain sum) and once with raw f32 ones
+// (std::fma chains). A second weight puts NaN codes in some columns.
+TEST_P(FloatKernels, FmaGemmReadInPlaceIsBitExact) {
+  if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps)";
+  struct Shape { int64_t n, k, pad; };
+  using T = x86::PanelType;
+  for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
+                  Shape{33, 200, 64}}) {
+    for (T type : {T::e4m3, T::e5m2}) {
+      const int64_t row_bytes = s.k + s.pad;
+      std::mt19937 rng(static_cast<uint32_t>(s.n * 1000 + s.k));
+      std::vector<uint8_t> codes(static_cast<size_t>(s.n * row_bytes));
+      std::vector<float> value(static_cast<size_t>(s.n * s.k));
+      for (int64_t r = 0; r < s.n; ++r)
+        for (int64_t c = 0; c < row_bytes; ++c) {
+          auto code = static_cast<uint8_t>(rng());
+          if ((code & 0x7F) == 0x7F || (type == T::e5m2 && (code & 0x7C) == 0x7C)) code = 0x3F;  // no NaN / inf
+          codes[r * row_bytes + c] = code;
+          if (c < s.k) value[r * s.k + c] = type == T::e4m3 ? e4m3_to_f32(code) : e5m2_to_f32(code);
+        }
+      const x86::FloatPanels panels = x86::float_panels_in_place(type, codes.data(), row_bytes, s.n, s.k, false);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 9, 0.5f);
+      for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        for (bool fp8_acts : {true, false}) {
+          const std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 7 + m, 3.0f);
+          std::vector<float> a(x.size()), want(static_cast<size_t>(m * s.n)), got(want.size());
+          prepare_f32(x.data(), m, s.k, s.k, fp8_acts ? (type == T::e4m3 ? x86::ActPrep::e4m3 : x86::ActPrep::e5m2)
+                                                     : x86::ActPrep::none,
+                      1.0f, a.data());
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t c = 0; c < s.n; ++c) {
+              float acc = 0.0f;
+              for (int64_t i = 0; i < s.k; ++i) acc = std::fma(a[r * s.k + i], value[c * s.k + i], acc);
+              want[r * s.n + c] = acc * 0.25f + bias[c];
+            }
+          gemm_f32(a.data(), s.k, m, panels, 0.25f, bias.data(), got.data());
+          SCOPED_TRACE(::testing::Message() << type_name(type) << " n=" << s.n << " k=" << s.k << " pad=" << s.pad
+                                            << " m=" << m << " fp8 activations " << fp8_acts);
+          expect_bits_equal(want, got, "in place");
+        }
+      }
+      // NaN codes (E4M3: 0x7F / 0xFF) in columns 3, 17 and n - 1 at
+      // different k: those columns are NaN in every row, the rest as above.
+      if (type != T::e4m3) continue;
+      std::vector<uint8_t> nan_codes = codes;
+      const int64_t nan_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};
+      for (int64_t i = 0; i < 3; ++i)
+        nan_codes[nan_cols[i] * row_bytes + (s.k - 1) * i / 2] = i == 1 ? 0xFF : 0x7F;
+      const x86::FloatPanels nan_panels = x86::float_panels_in_place(type, nan_codes.data(), row_bytes, s.n, s.k, false);
+      for (int64_t m : {1, 3}) {
+        const std::vector<float> a = random_floats(static_cast<size_t>(m * s.k), 11, 1.0f);
+        std::vector<float> got(static_cast<size_t>(m * s.n));
+        gemm_f32(a.data(), s.k, m, nan_panels, 1.0f, nullptr, got.data());
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            const bool nan_col = c == nan_cols[0] || c == nan_cols[1] || c == nan_cols[2];
+            EXPECT_EQ(std::isnan(got[r * s.n + c]), nan_col) << "n=" << s.n << " k=" << s.k << " row " << r
+                                                             << " column " << c;
+          }
+      }
+    }
+  }
+}
+
 // In-kernel decoding is exact for every code: 256 columns, column c holding
 // code c at k = 0 (for mxfp8 with the block exponents below, the rest of the
 // 32-block zero), times x = 1 at k = 0: y[c] = 0 + 1·decode(c), which is the

@@ -45,7 +45,16 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"in place, K chunk 128 steps", true, run<StepChunk<Base, 128>>},
           {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>},
           {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
-          {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>}};
+          {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
+          {"in place, E4M3 packed per K chunk at every M (before)", true, run<InPlaceRegisterRows<Base, 0>>},
+          {"in place, E4M3 in registers up to 2 rows", true, run<InPlaceRegisterRows<Base, 2>>},
+          {"in place, E4M3 in registers up to 8 rows", true, run<InPlaceRegisterRows<Base, 8>>},
+          {"in place, E4M3 in registers: two panels at a time", true, run<InPlaceSideBySide<Base, 2>>},
+          {"in place, E4M3 in registers: three panels at a time", true, run<InPlaceSideBySide<Base, 3>>},
+          {"in place, E4M3 in registers: no row prefetch", true, run<InPlaceRowPrefetch<Base, 0>>},
+          {"in place, E4M3 in registers: row prefetch 256 B", true, run<InPlaceRowPrefetch<Base, 256>>},
+          {"in place, E4M3 in registers: row prefetch 1 KiB", true, run<InPlaceRowPrefetch<Base, 1024>>},
+          {"in place, E4M3 in registers: row prefetch 2 KiB", true, run<InPlaceRowPrefetch<Base, 2048>>}};
 }
 
 }  // namespace mixq::bench

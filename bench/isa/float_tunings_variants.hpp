@@ -42,6 +42,18 @@ template <class Base, int64_t Chunks>
 struct PackAhead : Base {
   static constexpr int64_t kPackAhead = Chunks;
 };
+template <class Base, int64_t Rows>
+struct InPlaceRegisterRows : Base {
+  static constexpr int64_t kInPlaceRegisterRows = Rows;
+};
+template <class Base, int J>
+struct InPlaceSideBySide : Base {
+  static constexpr int kInPlaceSideBySide(int64_t) { return J; }
+};
+template <class Base, int64_t Bytes>
+struct InPlaceRowPrefetch : Base {
+  static constexpr int64_t kInPlaceRowPrefetchBytes = Bytes;
+};
 // Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
 template <class Base>
 struct Before : Base {

@@ -214,7 +214,12 @@ struct FloatIo<Avx512> {
 //    "Sixth AMX session");
 //  - in place: kInPlaceGroup panels packed side by side per K chunk when the
 //    rows fit one row chunk, and the packer fetches the next kPackAhead K
-//    chunks of the rows it reads (0: no software prefetch; AVX-512 packer).
+//    chunks of the rows it reads (0: no software prefetch; AVX-512 packer);
+//  - E4M3 in place with at most kInPlaceRegisterRows rows (0: never) on a
+//    CPU with VBMI: no packing, each panel transposed and decoded in
+//    registers (e4m3_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
+//    panels at a time (independent FMA chains), each row's codes fetched
+//    kInPlaceRowPrefetchBytes ahead.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
 template <int Lanes>
 struct FloatTile;
@@ -232,6 +237,9 @@ struct FloatTile<8> {
   static constexpr bool kTwoSteps = false;
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
+  static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
+  static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
+  static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
 };
 template <>
 struct FloatTile<16> {
@@ -247,6 +255,9 @@ struct FloatTile<16> {
   static constexpr bool kTwoSteps = true;
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
+  static constexpr int64_t kInPlaceRegisterRows = 4;
+  static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
+  static constexpr int64_t kInPlaceRowPrefetchBytes = 512;
 };
 
 enum class Core { fma, dot };
@@ -563,6 +574,24 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   }
 }
 
+// E4M3 read in place with few rows: the thread's panels whose 16 columns
+// lie inside n, transposed and decoded in registers
+// (e4m3_rows_in_place_avx512vbmi); returns the first panel left to the
+// packing path (p0 where this one does not apply).
+template <class V, class Tune, Core C, PanelType T>
+int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+  if constexpr (C == Core::fma && T == PanelType::e4m3 && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
+    if (m > Tune::kInPlaceRegisterRows || !e4m3_rows_in_place_supported()) return p0;
+    const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
+    e4m3_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
+                                  Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes, job.alpha, job.bias,
+                                  job.y, *job.nan_columns);
+    return full;
+  }
+  (void)job, (void)m, (void)p1;
+  return p0;
+}
+
 // A thread's panels [p0, p1) over K chunks of kStepChunk steps, in k order
 // for every output. In place, each K chunk of panels is packed into a
 // per-thread buffer first (pack_steps: on AVX-512 64 k per zmm transpose):
@@ -588,6 +617,8 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     });
     return;
   }
+  p0 = rows_in_place<V, Tune, C, T>(job, m, p0, p1);
+  if (p0 == p1) return;
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : p1 - p0;
   const int64_t chunk_bytes = std::min(steps, Tune::kStepChunk) * w.row_bytes();
   thread_local std::vector<uint8_t> chunk;

@@ -1,0 +1,233 @@
+// A few activation rows against E4M3 weights read in place (the checkpoint's
+// row-major codes, FloatPanels::in_place) with no pack buffer: each 16-row
+// panel is transposed and decoded in registers (AVX-512 VBMI), and every
+// output is the FMA core's chain in k order, bit for bit.
+//
+// Why: at M = 1 the FMA core otherwise packs every code of a call into panel
+// rows (a 16x16 byte transpose stored to a per-thread buffer), reloads them
+// and widens them through f16: about twice the packed copy's time
+// (BENCHMARKS.md, "Sixth AMX session"); this is 1.1-1.2x faster
+// ("Seventh AMX session", bench_float_tunings).
+//
+// Per panel and 32 k: 16 row loads (rows i and i + 8 in one zmm), a
+// transpose of dwords (a dword: 4 consecutive k of one row) into 8 registers
+// of 16 rows × 4 k, then per register two 128-entry table lookups
+// (vpermi2b) give the high and the low byte of each code's bf16 image, and
+// per k one two-table vpermt2b puts the 16 rows' two bytes at the top of 16
+// dwords (the rest zeroed): the f32 the FMA core decodes, e4m3(code)·2^-8
+// (float_gemm.hpp: the 2^8 is in alpha), exact in bf16 and never an f32
+// subnormal (2^-17 at the least; a subnormal FMA operand costs a microcode
+// assist, ~80 ns on the AMX VM, so a shift-only decode to 2^-120 scale does
+// not pay). E4M3 NaN codes (0x7F, 0xFF) look up a low byte no other code has
+// (a set low nibble), collected by OR and turned into NaN columns after the
+// sums, as the packing path does.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/simd_traits.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+#pragma GCC diagnostic push  // g++ 12 warns inside its own zmm intrinsics
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// bf16 bits of e4m3(c)·2^-8 for the magnitudes c = 0 .. 127. The low byte
+// of every one has a zero low nibble (3 mantissa bits); the NaN code 0x7F
+// gets 0x000F, found in the low bytes after the sums (its columns are set to
+// NaN then, whatever they summed).
+constexpr uint16_t bf16_of_scaled_e4m3(int c) {
+  const int e = c >> 3, m = c & 7;
+  if (c == 0x7F) return 0x000F;
+  if (c == 0) return 0;
+  if (e > 0) return static_cast<uint16_t>((e + 112) << 7 | m << 4);  // 2^(e-7-8)·(1 + m/8)
+  const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // subnormal m·2^-17: normalised at its top bit
+  return static_cast<uint16_t>((110 + top) << 7 | ((m << (7 - top)) & 0x7F));
+}
+struct Bf16Tables {
+  alignas(64) std::array<uint8_t, 128> high{}, low{};
+};
+constexpr Bf16Tables make_tables() {
+  Bf16Tables t;
+  for (int c = 0; c < 128; ++c) {
+    t.high[c] = static_cast<uint8_t>(bf16_of_scaled_e4m3(c) >> 8);
+    t.low[c] = static_cast<uint8_t>(bf16_of_scaled_e4m3(c));
+  }
+  return t;
+}
+constexpr Bf16Tables kTables = make_tables();
+
+// 16 rows × 32 codes as 8 registers of 16 rows × 4 k: x[i] holds rows i and
+// i + 8 (32 bytes each, the low and the high half). Returns in x[t] (t = 0
+// .. 7) dword t of every row, the rows in the order kRowOfDword: within each
+// 128-bit lane a 4x4 dword transpose of rows 4g..4g+3 (unpacks), then
+// lanes L and L + 2 of two groups side by side (shuffle_i32x4).
+inline void transpose_rows_16x32(__m512i x[8]) {
+  __m512i q[8];
+  for (int g = 0; g < 2; ++g) {
+    const __m512i* a = x + 4 * g;
+    const __m512i s0 = _mm512_unpacklo_epi32(a[0], a[1]), s1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i s2 = _mm512_unpacklo_epi32(a[2], a[3]), s3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    // q[4g+u] lane L: dword 4(L % 2) + u of rows 4g .. 4g+3 (+8 for L >= 2).
+    q[4 * g + 0] = _mm512_unpacklo_epi64(s0, s2);
+    q[4 * g + 1] = _mm512_unpackhi_epi64(s0, s2);
+    q[4 * g + 2] = _mm512_unpacklo_epi64(s1, s3);
+    q[4 * g + 3] = _mm512_unpackhi_epi64(s1, s3);
+  }
+  for (int u = 0; u < 4; ++u) {
+    // Dword u (lanes 0, 2) and 4 + u (lanes 1, 3): rows 0-3, 8-11 from
+    // group 0, then 4-7, 12-15 from group 1.
+    x[u] = _mm512_shuffle_i32x4(q[u], q[4 + u], 0x88);
+    x[4 + u] = _mm512_shuffle_i32x4(q[u], q[4 + u], 0xDD);
+  }
+}
+// Dword d of a transposed register holds row kRowOfDword[d]; the sums are
+// permuted back by kDwordOfRow before they are stored.
+constexpr int kRowOfDword[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
+// vpermt2b indices for step u of a transposed register (dword d's code at
+// byte 4d + u): byte 3 of dword d from the high-byte table (first source),
+// byte 2 from the low-byte one (second source, +64); bytes 0, 1 are zeroed
+// by the mask kTopHalves.
+struct PlaceIndices {
+  alignas(64) uint8_t idx[4][64] = {};
+};
+constexpr PlaceIndices make_place_indices() {
+  PlaceIndices p;
+  for (int u = 0; u < 4; ++u)
+    for (int d = 0; d < 16; ++d) {
+      p.idx[u][4 * d + 3] = static_cast<uint8_t>(4 * d + u);
+      p.idx[u][4 * d + 2] = static_cast<uint8_t>(64 + 4 * d + u);
+    }
+  return p;
+}
+constexpr PlaceIndices kPlace = make_place_indices();
+constexpr __mmask64 kTopHalves = 0xCCCCCCCCCCCCCCCCull;
+
+struct Call {
+  const float* a;
+  int64_t lda;
+  const FloatPanels* w;
+  int64_t prefetch;
+  float alpha;
+  const float* bias;
+  float* y;
+  std::vector<int64_t>* nan_columns;
+};
+
+// Rows [0, R) against panels p .. p+J-1, all of K: each 32-k block of one
+// panel, then of the next (J independent FMA chains per row in flight).
+template <int R, int J>
+void panels_in_registers(const Call& c, int64_t p) {
+  const FloatPanels& w = *c.w;
+  const int64_t k = w.k, stride = w.rows_stride, n = w.n;
+  __m512 acc[J][R];
+  __m512i seen[J];  // OR of the low bytes: a NaN code leaves 0x0F (dword d: row kRowOfDword[d])
+  for (int j = 0; j < J; ++j) {
+    seen[j] = _mm512_setzero_si512();
+    for (int i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
+  }
+  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  // Steps [k0, k0 + count) of panel p + j, count <= 32 (the codes past it
+  // load as zero and are not summed).
+  auto block = [&](int j, int64_t k0, int64_t count) {
+    const uint8_t* rows = w.rows + (p + j) * 16 * stride;
+    const __mmask32 live = count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1;
+    __m512i x[8];
+    MIXQ_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t* lo = rows + i * stride + k0;
+      const uint8_t* hi = lo + 8 * stride;
+      if (c.prefetch > 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+      }
+      x[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, lo)),
+                                _mm256_maskz_loadu_epi8(live, hi), 1);
+    }
+    transpose_rows_16x32(x);
+    MIXQ_UNROLL
+    for (int t = 0; t < 8; ++t) {
+      if (4 * t >= count) break;
+      // bf16 high bytes (sign | table) and low bytes of the 64 codes.
+      const __m512i hi = _mm512_ternarylogic_epi32(
+          _mm512_permutex2var_epi8(_mm512_load_si512(kTables.high.data()), x[t],
+                                   _mm512_load_si512(kTables.high.data() + 64)),
+          x[t], sign, 0xF8);
+      const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.low.data()), x[t],
+                                                  _mm512_load_si512(kTables.low.data() + 64));
+      seen[j] = _mm512_or_si512(seen[j], lo);
+      MIXQ_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        if (4 * t + u >= count) break;
+        const int64_t s = k0 + 4 * t + u;  // every output's chain in k order
+        const __m512 wv = _mm512_castsi512_ps(
+            _mm512_maskz_permutex2var_epi8(kTopHalves, hi, _mm512_load_si512(kPlace.idx[u]), lo));
+        MIXQ_UNROLL
+        for (int i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
+      }
+    }
+  };
+  int64_t k0 = 0;
+  for (; k0 + 32 <= k; k0 += 32)
+    MIXQ_UNROLL
+    for (int j = 0; j < J; ++j) block(j, k0, 32);
+  if (k0 < k)
+    for (int j = 0; j < J; ++j) block(j, k0, k - k0);
+  // As the FMA core's micro-kernel: alpha (rounded), then the bias; the
+  // dwords back in row order (rows 4-7 and 8-11 swap lanes).
+  const __m512 alpha = _mm512_set1_ps(c.alpha);
+  for (int j = 0; j < J; ++j) {
+    const int64_t c0 = (p + j) * 16;
+    const __m512 b = c.bias ? _mm512_loadu_ps(c.bias + c0) : _mm512_setzero_ps();
+    for (int i = 0; i < R; ++i) {
+      __m512 out = rounded(_mm512_mul_ps(_mm512_shuffle_f32x4(acc[j][i], acc[j][i], 0xD8), alpha));
+      if (c.bias) out = _mm512_add_ps(out, b);
+      _mm512_storeu_ps(c.y + i * n + c0, out);
+    }
+    const __mmask64 nan_bytes = _mm512_test_epi8_mask(seen[j], _mm512_set1_epi8(0x0F));
+    for (int d = 0; d < 16; ++d)
+      if ((nan_bytes >> (4 * d)) & 0xF) c.nan_columns->push_back(c0 + kRowOfDword[d]);
+  }
+}
+
+template <int R>
+void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) {
+  int64_t p = p0;
+  if (side_by_side >= 3)
+    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3>(c, p);
+  if (side_by_side >= 2)
+    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2>(c, p);
+  for (; p < p1; ++p) panels_in_registers<R, 1>(c, p);
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+bool e4m3_rows_in_place_supported() {
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return vbmi;
+}
+
+void e4m3_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
+                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
+                                   const float* bias, float* y, std::vector<int64_t>& nan_columns) {
+  for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
+    const Call c{a + m0 * lda, lda, &w, prefetch_bytes, alpha, bias, y + m0 * w.n, &nan_columns};
+    switch (std::min<int64_t>(4, m - m0)) {
+      case 1: rows_in_registers<1>(c, p0, p1, side_by_side); break;
+      case 2: rows_in_registers<2>(c, p0, p1, side_by_side); break;
+      case 3: rows_in_registers<3>(c, p0, p1, side_by_side); break;
+      default: rows_in_registers<4>(c, p0, p1, side_by_side); break;
+    }
+  }
+}
+
+}  // namespace mixq::kernels::x86
