@@ -118,7 +118,7 @@ struct Call {
   float alpha;
   const float* bias;
   float* y;
-  std::vector<int64_t>* nan_columns;
+  std::vector<int64_t>* nan_columns;  // null: another row group reports them
 };
 
 // Rows [0, R) against panels p .. p+J-1, all of K: each 32-k block of one
@@ -191,6 +191,7 @@ void panels_in_registers(const Call& c, int64_t p) {
       if (c.bias) out = _mm512_add_ps(out, b);
       _mm512_storeu_ps(c.y + i * n + c0, out);
     }
+    if (!c.nan_columns) continue;
     const __mmask64 nan_bytes = _mm512_test_epi8_mask(seen[j], _mm512_set1_epi8(0x0F));
     for (int d = 0; d < 16; ++d)
       if ((nan_bytes >> (4 * d)) & 0xF) c.nan_columns->push_back(c0 + kRowOfDword[d]);
@@ -220,7 +221,7 @@ void e4m3_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const
                                    int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                    const float* bias, float* y, std::vector<int64_t>& nan_columns) {
   for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
-    const Call c{a + m0 * lda, lda, &w, prefetch_bytes, alpha, bias, y + m0 * w.n, &nan_columns};
+    const Call c{a + m0 * lda, lda, &w, prefetch_bytes, alpha, bias, y + m0 * w.n, m0 == 0 ? &nan_columns : nullptr};
     switch (std::min<int64_t>(4, m - m0)) {
       case 1: rows_in_registers<1>(c, p0, p1, side_by_side); break;
       case 2: rows_in_registers<2>(c, p0, p1, side_by_side); break;
