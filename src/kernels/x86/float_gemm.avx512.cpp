@@ -1,6 +1,8 @@
-// The float GEMM cores and activation preparation (float_gemm_impl.hpp)
+// The float GEMM cores (float_gemm_impl.hpp) and activation preparation
+// (float_prepare_impl.hpp)
 // compiled for AVX-512 (BF16 for the `vdpbf16ps` core).
 #include "kernels/x86/float_gemm_impl.hpp"
+#include "kernels/x86/float_prepare_impl.hpp"
 
 namespace mixq::kernels::x86 {
 
