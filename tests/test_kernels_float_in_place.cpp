@@ -1,0 +1,170 @@
+// FP8 and MXFP8 weights read in place (the checkpoint's row-major codes,
+// FloatPanels::in_place): the FMA cores' results bit for bit against the
+// k-order FMA chain, whichever way they read the codes (transposed in
+// registers under 5 rows on AVX-512 VBMI CPUs, packed per K chunk
+// otherwise), and the panel layout the packing path writes, byte by byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/x86/float_gemm.hpp"
+#include "support/float_kernel_paths.hpp"
+
+namespace mixq {
+namespace {
+
+using namespace testing;  // mixq::testing: the paths, stored weights, expect_bits_equal
+
+// The FMA cores: avx512_fma and avx2 (the vdpbf16ps core sums bf16 pairs).
+class FmaInPlace : public OnPath {};
+INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, Path::avx2), path_name);
+
+// FP8 and MXFP8 read in place on the FMA cores (at most 4 rows of E4M3 or
+// MXFP8 on AVX-512 VBMI: the register transpose of
+// e4m3_rows_in_place.avx512vbmi.cpp; else the packing path) are the FMA chain
+// in k order, bit for bit: every byte value but the NaN codes as weights
+// (subnormals, both zeros, the largest), MXFP8 block exponents 100-154 (every
+// product stays a normal f32), rows padded past k, K tails under 64, a
+// partial last panel, an odd panel count; once with FP8 activations (exact
+// products: the plain sum) and once with raw f32 ones (std::fma chains). A
+// second weight puts E4M3 NaN codes in some columns.
+TEST_P(FmaInPlace, Fp8IsBitExact) {
+  struct Shape { int64_t n, k, pad; };
+  using T = x86::PanelType;
+  if (GetParam() == Path::avx512_fma)  // the register transpose, where this CPU has it
+    kernel_path("float_gemm:e4m3_rows_in_place_avx512vbmi", kernels::Isa::avx512,
+                x86::e4m3_rows_in_place_supported() ? "" : "AVX-512 VBMI");
+  for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
+                  Shape{33, 200, 64}}) {
+    for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
+      const int64_t k = type == T::mxfp8 ? (s.k + 31) / 32 * 32 : s.k, blocks = k / 32;
+      const int64_t row_bytes = k + s.pad;
+      std::mt19937 rng(static_cast<uint32_t>(s.n * 1000 + k));
+      std::vector<uint8_t> codes(static_cast<size_t>(s.n * row_bytes)), exponents(static_cast<size_t>(s.n * blocks));
+      for (uint8_t& e : exponents) e = static_cast<uint8_t>(100 + rng() % 55);
+      std::vector<float> value(static_cast<size_t>(s.n * k));
+      for (int64_t r = 0; r < s.n; ++r)
+        for (int64_t c = 0; c < row_bytes; ++c) {
+          auto code = static_cast<uint8_t>(rng());
+          if ((code & 0x7F) == 0x7F || (type == T::e5m2 && (code & 0x7C) == 0x7C)) code = 0x3F;  // no NaN / inf
+          codes[r * row_bytes + c] = code;
+          if (c >= k) continue;
+          value[r * k + c] = type == T::e5m2    ? e5m2_to_f32(code)
+                             : type == T::e4m3 ? e4m3_to_f32(code)
+                                               : e4m3_to_f32(code) * e8m0_to_f32(exponents[r * blocks + c / 32]);
+        }
+      const uint8_t* block_scales = type == T::mxfp8 ? exponents.data() : nullptr;
+      const x86::FloatPanels panels =
+          x86::float_panels_in_place(type, codes.data(), row_bytes, s.n, k, false, block_scales);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 9, 0.5f);
+      const x86::ActPrep fp8_prep = type == T::e5m2 ? x86::ActPrep::e5m2
+                                    : type == T::e4m3 ? x86::ActPrep::e4m3
+                                                      : x86::ActPrep::mxfp8;
+      for (int64_t m : {1, 2, 3, 4, 5, 9}) {
+        for (bool fp8_acts : {true, false}) {
+          const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 7 + m, 3.0f);
+          std::vector<float> a(x.size()), want(static_cast<size_t>(m * s.n)), got(want.size());
+          prepare_f32(x.data(), m, k, k, fp8_acts ? fp8_prep : x86::ActPrep::none, 1.0f, a.data());
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t c = 0; c < s.n; ++c) {
+              float acc = 0.0f;
+              for (int64_t i = 0; i < k; ++i) acc = std::fma(a[r * k + i], value[c * k + i], acc);
+              want[r * s.n + c] = acc * 0.25f + bias[c];
+            }
+          gemm_f32(a.data(), k, m, panels, 0.25f, bias.data(), got.data());
+          SCOPED_TRACE(::testing::Message() << type_name(type) << " n=" << s.n << " k=" << k << " pad=" << s.pad
+                                            << " m=" << m << " fp8 activations " << fp8_acts);
+          expect_bits_equal(want, got, "in place");
+        }
+      }
+      // NaN codes (E4M3: 0x7F / 0xFF) in columns 3, 17 and n - 1 at
+      // different k: those columns are NaN in every row, the rest finite.
+      if (type == T::e5m2) continue;
+      std::vector<uint8_t> nan_codes = codes;
+      const int64_t nan_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};
+      for (int64_t i = 0; i < 3; ++i)
+        nan_codes[nan_cols[i] * row_bytes + (k - 1) * i / 2] = i == 1 ? 0xFF : 0x7F;
+      const x86::FloatPanels nan_panels =
+          x86::float_panels_in_place(type, nan_codes.data(), row_bytes, s.n, k, false, block_scales);
+      for (int64_t m : {1, 3}) {
+        const std::vector<float> a = random_floats(static_cast<size_t>(m * k), 11, 1.0f);
+        std::vector<float> got(static_cast<size_t>(m * s.n));
+        gemm_f32(a.data(), k, m, nan_panels, 1.0f, nullptr, got.data());
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            const bool nan_col = c == nan_cols[0] || c == nan_cols[1] || c == nan_cols[2];
+            EXPECT_EQ(std::isnan(got[r * s.n + c]), nan_col) << type_name(type) << " n=" << s.n << " k=" << k
+                                                             << " row " << r << " column " << c;
+          }
+      }
+    }
+  }
+}
+
+// The FP8 panel layout (float_gemm.hpp), byte by byte, on any CPU: element
+// (row r, k c) of panel r/16 sits at step c, byte r%16 (single steps) or step
+// c/2, bytes 2·(r%16) + c%2 (k-pair steps); padding is 0. Shapes cover whole
+// 16x16 blocks, a k tail, an odd K with pairs, and a partial last panel. Also
+// the NaN column list, with NaN codes inside a block and in the k tail. The
+// AVX-512 packer (64 k per zmm transpose) must give the same bytes and NaN
+// rows for every chunk, K from 130 covering whole 64-k blocks and their tail.
+TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
+  using T = x86::PanelType;
+  const bool zmm = testing::kernel_path("float_gemm:pack_avx512", kernels::Isa::avx512);
+  for (bool pairs : {false, true})
+    for (int64_t n : {16, 37, 64})
+      for (int64_t k : {16, 48, 41, 7, 130, 256}) {
+        std::vector<uint8_t> w(static_cast<size_t>(n * k));
+        std::mt19937 rng(static_cast<uint32_t>(n * 1000 + k + pairs));
+        for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);  // 0x00-0x7E: no NaN yet
+        const std::vector<int64_t> nan_rows = {3, 5, n - 1};
+        w[static_cast<size_t>(3 * k + k / 2)] = 0xFF;
+        w[static_cast<size_t>(5 * k + std::min<int64_t>(10, k - 1))] = 0x7F;
+        w[static_cast<size_t>((n - 1) * k + k - 1)] = 0x7F;
+        const x86::FloatPanels p = x86::pack_panels(T::e4m3, w.data(), k, n, k, pairs);
+        const int64_t row = p.row_bytes();
+        std::vector<uint8_t> want(static_cast<size_t>(p.panels * p.steps * row), 0);
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t c = 0; c < k; ++c) {
+            const int64_t step = pairs ? c / 2 : c, at = pairs ? 2 * (r % 16) + c % 2 : r % 16;
+            want[static_cast<size_t>(((r / 16) * p.steps + step) * row + at)] = w[static_cast<size_t>(r * k + c)];
+          }
+        ASSERT_EQ(p.data.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(p.data[i], want[i]) << "pairs " << pairs << " n=" << n << " k=" << k << " byte " << i;
+        EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
+        // Read in place, every step range the GEMM packs (K chunks of any
+        // length, from any step) comes out as the same bytes.
+        // The NaN rows come back from the chunks that hold them.
+        const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k, pairs);
+        EXPECT_TRUE(in_place.data.empty());
+        EXPECT_TRUE(in_place.nan_columns.empty());
+        for (bool avx512 : {false, true})
+          for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{70}, p.steps}) {
+            if (avx512 && !zmm) continue;
+            std::vector<int64_t> found;
+            for (int64_t panel = 0; panel < p.panels; ++panel)
+              for (int64_t s0 = 0; s0 < p.steps; s0 += chunk) {
+                const int64_t s1 = std::min(p.steps, s0 + chunk);
+                std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
+                const uint32_t nan = (avx512 ? x86::pack_panel_steps_avx512 : x86::pack_panel_steps)(
+                    in_place, panel, s0, s1, got.data());
+                for (int64_t j = 0; j < 16; ++j)
+                  if (nan >> j & 1u) found.push_back(panel * 16 + j);
+                ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
+                    << "in place, avx512 " << avx512 << ": pairs " << pairs << " n=" << n << " k=" << k
+                    << " panel " << panel << " steps " << s0 << ".." << s1;
+              }
+            std::sort(found.begin(), found.end());  // found chunk by chunk, in k order
+            EXPECT_EQ(found, nan_rows) << "in place, avx512 " << avx512 << ", chunks of " << chunk << ": pairs "
+                                       << pairs << " n=" << n << " k=" << k;
+          }
+      }
+}
+}  // namespace
+}  // namespace mixq
