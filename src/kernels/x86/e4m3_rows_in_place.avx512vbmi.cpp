@@ -1,7 +1,7 @@
-// A few activation rows against E4M3 weights read in place (the checkpoint's
-// row-major codes, FloatPanels::in_place) with no pack buffer: each 16-row
-// panel is transposed and decoded in registers (AVX-512 VBMI), and every
-// output is the FMA core's chain in k order, bit for bit.
+// A few activation rows against E4M3 or MXFP8 weights read in place (the
+// checkpoint's row-major codes, FloatPanels::in_place) with no pack buffer:
+// each 16-row panel is transposed and decoded in registers (AVX-512 VBMI),
+// and every output is the FMA core's chain in k order, bit for bit.
 //
 // Why: at M = 1 the FMA core otherwise packs every code of a call into panel
 // rows (a 16x16 byte transpose stored to a per-thread buffer), reloads them
@@ -20,7 +20,10 @@
 // assist, ~80 ns on the AMX VM, so a shift-only decode to 2^-120 scale does
 // not pay). E4M3 NaN codes (0x7F, 0xFF) look up a low byte no other code has
 // (a set low nibble), collected by OR and turned into NaN columns after the
-// sums, as the packing path does.
+// sums, as the packing path does. MXFP8: the 32 k of a step are one block,
+// and each decoded weight is multiplied by its row's E8M0 scale as an f32
+// (2^(e-127) from the bits e << 23, as FloatIo::e8m0), the product the FMA
+// core forms before its FMA.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,6 +33,7 @@
 
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/simd_traits.hpp"
+#include "mixq/error.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -91,6 +95,14 @@ inline void transpose_rows_16x32(__m512i x[8]) {
 // permuted back by kDwordOfRow before they are stored.
 constexpr int kRowOfDword[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
 
+// MXFP8: the 16 rows' scales of one block (16 bytes in column order,
+// FloatPanels::scales) as f32 in the transposed registers' dword order.
+inline __m512 block_scales_in_dword_order(const uint8_t* e) {
+  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e))), 23);
+  const __m512i order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);  // kRowOfDword
+  return _mm512_castsi512_ps(_mm512_permutexvar_epi32(order, bits));
+}
+
 // vpermt2b indices for step u of a transposed register (dword d's code at
 // byte 4d + u): byte 3 of dword d from the high-byte table (first source),
 // byte 2 from the low-byte one (second source, +64); bytes 0, 1 are zeroed
@@ -123,7 +135,8 @@ struct Call {
 
 // Rows [0, R) against panels p .. p+J-1, all of K: each 32-k block of one
 // panel, then of the next (J independent FMA chains per row in flight).
-template <int R, int J>
+// Scaled: MXFP8 (every block a full 32 k).
+template <int R, int J, bool Scaled>
 void panels_in_registers(const Call& c, int64_t p) {
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
@@ -152,6 +165,8 @@ void panels_in_registers(const Call& c, int64_t p) {
                                 _mm256_maskz_loadu_epi8(live, hi), 1);
     }
     transpose_rows_16x32(x);
+    [[maybe_unused]] __m512 scale;
+    if constexpr (Scaled) scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
       if (4 * t >= count) break;
@@ -167,8 +182,9 @@ void panels_in_registers(const Call& c, int64_t p) {
       for (int u = 0; u < 4; ++u) {
         if (4 * t + u >= count) break;
         const int64_t s = k0 + 4 * t + u;  // every output's chain in k order
-        const __m512 wv = _mm512_castsi512_ps(
+        __m512 wv = _mm512_castsi512_ps(
             _mm512_maskz_permutex2var_epi8(kTopHalves, hi, _mm512_load_si512(kPlace.idx[u]), lo));
+        if constexpr (Scaled) wv = _mm512_mul_ps(wv, scale);
         MIXQ_UNROLL
         for (int i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
       }
@@ -198,14 +214,30 @@ void panels_in_registers(const Call& c, int64_t p) {
   }
 }
 
-template <int R>
+template <int R, bool Scaled>
 void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) {
   int64_t p = p0;
   if (side_by_side >= 3)
-    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3>(c, p);
+    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3, Scaled>(c, p);
   if (side_by_side >= 2)
-    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2>(c, p);
-  for (; p < p1; ++p) panels_in_registers<R, 1>(c, p);
+    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2, Scaled>(c, p);
+  for (; p < p1; ++p) panels_in_registers<R, 1, Scaled>(c, p);
+}
+
+template <bool Scaled>
+void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int side_by_side) {
+  for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
+    Call c = first;
+    c.a += m0 * c.lda;
+    c.y += m0 * c.w->n;
+    if (m0 > 0) c.nan_columns = nullptr;
+    switch (std::min<int64_t>(4, m - m0)) {
+      case 1: rows_in_registers<1, Scaled>(c, p0, p1, side_by_side); break;
+      case 2: rows_in_registers<2, Scaled>(c, p0, p1, side_by_side); break;
+      case 3: rows_in_registers<3, Scaled>(c, p0, p1, side_by_side); break;
+      default: rows_in_registers<4, Scaled>(c, p0, p1, side_by_side); break;
+    }
+  }
 }
 
 #pragma GCC diagnostic pop
@@ -220,15 +252,10 @@ bool e4m3_rows_in_place_supported() {
 void e4m3_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                    int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                    const float* bias, float* y, std::vector<int64_t>& nan_columns) {
-  for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
-    const Call c{a + m0 * lda, lda, &w, prefetch_bytes, alpha, bias, y + m0 * w.n, m0 == 0 ? &nan_columns : nullptr};
-    switch (std::min<int64_t>(4, m - m0)) {
-      case 1: rows_in_registers<1>(c, p0, p1, side_by_side); break;
-      case 2: rows_in_registers<2>(c, p0, p1, side_by_side); break;
-      case 3: rows_in_registers<3>(c, p0, p1, side_by_side); break;
-      default: rows_in_registers<4>(c, p0, p1, side_by_side); break;
-    }
-  }
+  if (w.type != PanelType::e4m3 && w.type != PanelType::mxfp8) fail("e4m3 rows in place: E4M3 or MXFP8 codes only");
+  const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
+  if (w.type == PanelType::mxfp8) rows_in_groups<true>(c, m, p0, p1, side_by_side);
+  else rows_in_groups<false>(c, m, p0, p1, side_by_side);
 }
 
 }  // namespace mixq::kernels::x86
