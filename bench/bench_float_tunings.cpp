@@ -2,7 +2,7 @@
 // tuning and variations of it (register tile at M = 1, two-step FP8 widening,
 // K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
 // threshold, and for rows read in place the pack group and prefetch, and
-// the E4M3 register transpose (rows, panels side by side, row prefetch):
+// the E4M3 / MXFP8 register transpose (rows, panels side by side, row prefetch):
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants compute
