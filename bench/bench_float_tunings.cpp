@@ -2,7 +2,7 @@
 // tuning and variations of it (register tile at M = 1, two-step FP8 widening,
 // K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
 // threshold, and for rows read in place the pack group and prefetch, and
-// the E4M3 / MXFP8 register transpose (rows, panels side by side, row prefetch):
+// the FP8 register transpose (rows, panels side by side, row prefetch):
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants compute
@@ -21,7 +21,7 @@
 //                       [--tuning TEXT ..]
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable),
 //            next to the default.
-//   formats: float8_e4m3fn (default), mxfp8 (E4M3 codes + E8M0 per 32 k),
+//   formats: float8_e4m3fn (default), float8_e5m2, mxfp8 (E4M3 codes + E8M0 per 32 k),
 //            bf16 (unquantized; packed tunings only)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
 #include <cstdio>
@@ -53,16 +53,17 @@ struct Format {
   bool in_place;  // the GEMM can read its stored rows in place
 };
 const Format kFormats[] = {{"float8_e4m3fn", x86::PanelType::e4m3, 1, true},
+                           {"float8_e5m2", x86::PanelType::e5m2, 1, true},
                            {"mxfp8", x86::PanelType::mxfp8, 1, true},
                            {"bf16", x86::PanelType::bf16, 2, false}};
 
 const Format& format_named(const std::string& name) {
   for (const Format& f : kFormats)
     if (name == f.name) return f;
-  mixq::fail("bench_float_tunings: unknown format '{}' (float8_e4m3fn, mxfp8, bf16)", name);
+  mixq::fail("bench_float_tunings: unknown format '{}' (float8_e4m3fn, float8_e5m2, mxfp8, bf16)", name);
 }
 
-// One stored layer (random rows: E4M3 codes never NaN, E8M0 scales 2^-4 ..
+// One stored layer (random rows: FP8 codes never inf or NaN, E8M0 scales 2^-4 ..
 // 2^3, bf16 values of N(0, 1)) and its two forms.
 struct Layer {
   std::vector<uint8_t> rows, scales;
@@ -82,6 +83,9 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
     }
   } else {
     random_e4m3_codes(rng, l->rows);
+    if (f.type == x86::PanelType::e5m2)
+      for (uint8_t& c : l->rows)
+        if ((c & 0x7C) == 0x7C) c &= 0xBF;  // E5M2 inf / NaN: exponent 15 instead of 31
   }
   const uint8_t* scales = nullptr;
   if (f.type == x86::PanelType::mxfp8) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -24,21 +25,21 @@ using namespace testing;  // mixq::testing: the paths, stored weights, expect_bi
 class FmaInPlace : public OnPath {};
 INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, Path::avx2), path_name);
 
-// FP8 and MXFP8 read in place on the FMA cores (at most 4 rows of E4M3 or
-// MXFP8 on AVX-512 VBMI: the register transpose of
-// e4m3_rows_in_place.avx512vbmi.cpp; else the packing path) are the FMA chain
-// in k order, bit for bit: every byte value but the NaN codes as weights
-// (subnormals, both zeros, the largest), MXFP8 block exponents 100-154 (every
-// product stays a normal f32), rows padded past k, K tails under 64, a
-// partial last panel, an odd panel count; once with FP8 activations (exact
-// products: the plain sum) and once with raw f32 ones (std::fma chains). A
-// second weight puts E4M3 NaN codes in some columns.
+// FP8 (E4M3, E5M2) and MXFP8 read in place on the FMA cores (at most 4 rows
+// on AVX-512 VBMI: the register transpose of
+// fp8_rows_in_place.avx512vbmi.cpp; else the packing path) are the FMA chain
+// in k order, bit for bit: every finite byte value as weights (subnormals,
+// both zeros, the largest), MXFP8 block exponents 100-154 (every product
+// stays a normal f32), rows padded past k, K tails under 64, a partial last
+// panel, an odd panel count; once with FP8 activations (exact products: the
+// plain sum) and once with raw f32 ones (std::fma chains). A second weight
+// puts the special codes in some columns: E4M3 NaN, E5M2 inf and NaN.
 TEST_P(FmaInPlace, Fp8IsBitExact) {
   struct Shape { int64_t n, k, pad; };
   using T = x86::PanelType;
   if (GetParam() == Path::avx512_fma)  // the register transpose, where this CPU has it
-    kernel_path("float_gemm:e4m3_rows_in_place_avx512vbmi", kernels::Isa::avx512,
-                x86::e4m3_rows_in_place_supported() ? "" : "AVX-512 VBMI");
+    kernel_path("float_gemm:fp8_rows_in_place_avx512vbmi", kernels::Isa::avx512,
+                x86::fp8_rows_in_place_supported() ? "" : "AVX-512 VBMI");
   for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
                   Shape{33, 200, 64}}) {
     for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
@@ -82,24 +83,36 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
           expect_bits_equal(want, got, "in place");
         }
       }
-      // NaN codes (E4M3: 0x7F / 0xFF) in columns 3, 17 and n - 1 at
-      // different k: those columns are NaN in every row, the rest finite.
-      if (type == T::e5m2) continue;
-      std::vector<uint8_t> nan_codes = codes;
-      const int64_t nan_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};
-      for (int64_t i = 0; i < 3; ++i)
-        nan_codes[nan_cols[i] * row_bytes + (k - 1) * i / 2] = i == 1 ? 0xFF : 0x7F;
-      const x86::FloatPanels nan_panels =
-          x86::float_panels_in_place(type, nan_codes.data(), row_bytes, s.n, k, false, block_scales);
+      // Special codes in columns 3, 17 and n - 1 at different k: E4M3 NaN
+      // (0x7F, 0xFF), E5M2 inf, -NaN and NaN (0x7C, 0xFD, 0x7F). Where the
+      // chain gives NaN the kernel must too (E4M3: its NaN columns), else
+      // the same bits (E5M2's infinities).
+      const uint8_t special[3] = {type == T::e5m2 ? uint8_t{0x7C} : uint8_t{0x7F}, type == T::e5m2 ? uint8_t{0xFD} : uint8_t{0xFF},
+                                  0x7F};
+      std::vector<uint8_t> special_codes = codes;
+      std::vector<float> special_value = value;
+      const int64_t special_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};
+      for (int64_t i = 0; i < 3; ++i) {
+        const int64_t r = special_cols[i], c = (k - 1) * i / 2;
+        special_codes[r * row_bytes + c] = special[i];
+        const float v = type == T::e5m2 ? e5m2_to_f32(special[i]) : e4m3_to_f32(special[i]);
+        special_value[r * k + c] = type == T::mxfp8 ? v * e8m0_to_f32(exponents[r * blocks + c / 32]) : v;
+      }
+      const x86::FloatPanels special_panels =
+          x86::float_panels_in_place(type, special_codes.data(), row_bytes, s.n, k, false, block_scales);
       for (int64_t m : {1, 3}) {
         const std::vector<float> a = random_floats(static_cast<size_t>(m * k), 11, 1.0f);
         std::vector<float> got(static_cast<size_t>(m * s.n));
-        gemm_f32(a.data(), k, m, nan_panels, 1.0f, nullptr, got.data());
+        gemm_f32(a.data(), k, m, special_panels, 1.0f, nullptr, got.data());
         for (int64_t r = 0; r < m; ++r)
           for (int64_t c = 0; c < s.n; ++c) {
-            const bool nan_col = c == nan_cols[0] || c == nan_cols[1] || c == nan_cols[2];
-            EXPECT_EQ(std::isnan(got[r * s.n + c]), nan_col) << type_name(type) << " n=" << s.n << " k=" << k
-                                                             << " row " << r << " column " << c;
+            float want = 0.0f;
+            for (int64_t i = 0; i < k; ++i) want = std::fma(a[r * k + i], special_value[c * k + i], want);
+            const float y = got[r * s.n + c];
+            SCOPED_TRACE(::testing::Message() << type_name(type) << " n=" << s.n << " k=" << k << " row " << r
+                                              << " column " << c << ": want " << want << ", got " << y);
+            if (std::isnan(want)) ASSERT_TRUE(std::isnan(y));
+            else ASSERT_EQ(std::bit_cast<uint32_t>(y), std::bit_cast<uint32_t>(want));
           }
       }
     }

@@ -46,16 +46,15 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>},
           {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
           {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
-          // "E4M3": the register transpose of E4M3 codes, float8_e4m3fn and MXFP8 layers alike.
-          {"in place, E4M3 packed per K chunk at every M (before)", true, run<InPlaceRegisterRows<Base, 0>>},
-          {"in place, E4M3 in registers up to 2 rows", true, run<InPlaceRegisterRows<Base, 2>>},
-          {"in place, E4M3 in registers up to 8 rows", true, run<InPlaceRegisterRows<Base, 8>>},
-          {"in place, E4M3 in registers: two panels at a time", true, run<InPlaceSideBySide<Base, 2>>},
-          {"in place, E4M3 in registers: three panels at a time", true, run<InPlaceSideBySide<Base, 3>>},
-          {"in place, E4M3 in registers: no row prefetch", true, run<InPlaceRowPrefetch<Base, 0>>},
-          {"in place, E4M3 in registers: row prefetch 256 B", true, run<InPlaceRowPrefetch<Base, 256>>},
-          {"in place, E4M3 in registers: row prefetch 1 KiB", true, run<InPlaceRowPrefetch<Base, 1024>>},
-          {"in place, E4M3 in registers: row prefetch 2 KiB", true, run<InPlaceRowPrefetch<Base, 2048>>}};
+          {"in place, FP8 packed per K chunk at every M (before)", true, run<InPlaceRegisterRows<Base, 0>>},
+          {"in place, FP8 in registers up to 2 rows", true, run<InPlaceRegisterRows<Base, 2>>},
+          {"in place, FP8 in registers up to 8 rows", true, run<InPlaceRegisterRows<Base, 8>>},
+          {"in place, FP8 in registers: two panels at a time", true, run<InPlaceSideBySide<Base, 2>>},
+          {"in place, FP8 in registers: three panels at a time", true, run<InPlaceSideBySide<Base, 3>>},
+          {"in place, FP8 in registers: no row prefetch", true, run<InPlaceRowPrefetch<Base, 0>>},
+          {"in place, FP8 in registers: row prefetch 256 B", true, run<InPlaceRowPrefetch<Base, 256>>},
+          {"in place, FP8 in registers: row prefetch 1 KiB", true, run<InPlaceRowPrefetch<Base, 1024>>},
+          {"in place, FP8 in registers: row prefetch 2 KiB", true, run<InPlaceRowPrefetch<Base, 2048>>}};
 }
 
 }  // namespace mixq::bench

@@ -3,8 +3,8 @@
 // fp32 accumulation. The weight stays in the element type it was stored in
 // (PanelType), repacked once into panels of 16 output columns (or, read in
 // place from a mapped file, each K chunk of panels packed per thread inside
-// the GEMM: float_panels_in_place; E4M3 and MXFP8 under 5 rows on VBMI CPUs:
-// transposed in registers, e4m3_rows_in_place_avx512vbmi), and is decoded to
+// the GEMM: float_panels_in_place; FP8 under 5 rows on VBMI CPUs:
+// transposed in registers, fp8_rows_in_place_avx512vbmi), and is decoded to
 // f32 (or bf16) in registers inside the kernel:
 //  - f32, bf16, f16: unquantized layers (4 or 2 bytes per weight, as stored);
 //  - e4m3, e5m2: FP8 codes (1 byte per weight);
@@ -102,18 +102,19 @@ void float_gemm_avx2(const float* a, int64_t lda, int64_t m, const FloatPanels& 
 void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha,
                        const float* bias, float* y);
 
-// The FMA core's bits for E4M3 or MXFP8 weights read in place against few rows,
-// without the per-call pack buffer: rows of a (f32 [m, lda]) against panels
-// [p0, p1) of w (each panel's 16 columns inside w.n; one-k, in place), all of
-// K, transposed and decoded in registers (e4m3_rows_in_place.avx512vbmi.cpp;
-// AVX-512 VBMI), `side_by_side` (1 .. 3) panels at a time (independent FMA
-// chains), each row's codes fetched `prefetch_bytes` ahead (0: none). alpha
-// is the FMA core's (times 2^8, as for E4M3 and MXFP8 panels); y [m, w.n] as above;
-// the columns holding an E4M3 NaN code are appended to nan_columns.
-bool e4m3_rows_in_place_supported();
-void e4m3_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
-                                   const float* bias, float* y, std::vector<int64_t>& nan_columns);
+// The FMA core's bits for FP8 weights (E4M3, E5M2, MXFP8) read in place
+// against few rows, without the per-call pack buffer: rows of a (f32 [m,
+// lda]) against panels [p0, p1) of w (each panel's 16 columns inside w.n;
+// one-k, in place), all of K, transposed and decoded in registers
+// (fp8_rows_in_place.avx512vbmi.cpp; AVX-512 VBMI), `side_by_side` (1 .. 3)
+// panels at a time (independent FMA chains), each row's codes fetched
+// `prefetch_bytes` ahead (0: none). alpha is the FMA core's (times 2^8 for
+// E4M3 and MXFP8 panels); y [m, w.n] as above; the columns holding an E4M3
+// NaN code are appended to nan_columns.
+bool fp8_rows_in_place_supported();
+void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
+                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
+                                  const float* bias, float* y, std::vector<int64_t>& nan_columns);
 
 // AVX-512 `vdpbf16ps` core over `pairs` panels (the codes widened to bf16 in
 // registers, exact): a is bf16 pairs [m, w.steps] (pairs [k, k+1], zero

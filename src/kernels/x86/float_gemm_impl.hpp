@@ -215,9 +215,9 @@ struct FloatIo<Avx512> {
 //  - in place: kInPlaceGroup panels packed side by side per K chunk when the
 //    rows fit one row chunk, and the packer fetches the next kPackAhead K
 //    chunks of the rows it reads (0: no software prefetch; AVX-512 packer);
-//  - E4M3 / MXFP8 in place with at most kInPlaceRegisterRows rows (0: never) on a
+//  - FP8 in place with at most kInPlaceRegisterRows rows (0: never) on a
 //    CPU with VBMI: no packing, each panel transposed and decoded in
-//    registers (e4m3_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
+//    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
 //    kInPlaceRowPrefetchBytes ahead.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
@@ -574,19 +574,19 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   }
 }
 
-// E4M3 or MXFP8 read in place with few rows: the thread's panels whose 16
-// columns lie inside n, transposed and decoded in registers
-// (e4m3_rows_in_place_avx512vbmi); returns the first panel left to the
+// FP8 (E4M3, E5M2, MXFP8) read in place with few rows: the thread's panels
+// whose 16 columns lie inside n, transposed and decoded in registers
+// (fp8_rows_in_place_avx512vbmi); returns the first panel left to the
 // packing path (p0 where this one does not apply).
 template <class V, class Tune, Core C, PanelType T>
 int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
-  constexpr bool kE4m3Codes = T == PanelType::e4m3 || T == PanelType::mxfp8;
-  if constexpr (C == Core::fma && kE4m3Codes && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
-    if (m > Tune::kInPlaceRegisterRows || !e4m3_rows_in_place_supported()) return p0;
+  constexpr bool kFp8Codes = T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8;
+  if constexpr (C == Core::fma && kFp8Codes && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
+    if (m > Tune::kInPlaceRegisterRows || !fp8_rows_in_place_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
-    e4m3_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
-                                  Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes, job.alpha, job.bias,
-                                  job.y, *job.nan_columns);
+    fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
+                                 Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes, job.alpha, job.bias,
+                                 job.y, *job.nan_columns);
     return full;
   }
   (void)job, (void)m, (void)p1;

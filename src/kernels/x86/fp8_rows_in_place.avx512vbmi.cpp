@@ -1,27 +1,30 @@
-// A few activation rows against E4M3 or MXFP8 weights read in place (the
-// checkpoint's row-major codes, FloatPanels::in_place) with no pack buffer:
-// each 16-row panel is transposed and decoded in registers (AVX-512 VBMI),
-// and every output is the FMA core's chain in k order, bit for bit.
+// A few activation rows against FP8 weights (E4M3, E5M2, MXFP8) read in
+// place (the checkpoint's row-major codes, FloatPanels::in_place) with no
+// pack buffer: each 16-row panel is transposed and decoded in registers
+// (AVX-512 VBMI), and every output is the FMA core's chain in k order, bit
+// for bit.
 //
 // Why: at M = 1 the FMA core otherwise packs every code of a call into panel
 // rows (a 16x16 byte transpose stored to a per-thread buffer), reloads them
 // and widens them through f16: about twice the packed copy's time
-// (BENCHMARKS.md, "Sixth AMX session"); this is 1.1-1.2x faster
-// ("Seventh AMX session", bench_float_tunings).
+// (BENCHMARKS.md, "Sixth AMX session"); this is 1.1-1.3x faster
+// ("Seventh AMX session", "Eighth AMX session", bench_float_tunings).
 //
 // Per panel and 32 k: 16 row loads (rows i and i + 8 in one zmm), a
 // transpose of dwords (a dword: 4 consecutive k of one row) into 8 registers
 // of 16 rows × 4 k, then per register two 128-entry table lookups
 // (vpermi2b) give the high and the low byte of each code's bf16 image, and
 // per k one two-table vpermt2b puts the 16 rows' two bytes at the top of 16
-// dwords (the rest zeroed): the f32 the FMA core decodes, e4m3(code)·2^-8
-// (float_gemm.hpp: the 2^8 is in alpha), exact in bf16 and never an f32
-// subnormal (2^-17 at the least; a subnormal FMA operand costs a microcode
-// assist, ~80 ns on the AMX VM, so a shift-only decode to 2^-120 scale does
-// not pay). E4M3 NaN codes (0x7F, 0xFF) look up a low byte no other code has
-// (a set low nibble), collected by OR and turned into NaN columns after the
-// sums, as the packing path does. MXFP8: the 32 k of a step are one block,
-// and each decoded weight is multiplied by its row's E8M0 scale as an f32
+// dwords (the rest zeroed): the f32 the FMA core decodes, exact in bf16.
+// E4M3 (and MXFP8) decode to e4m3(code)·2^-8 (float_gemm.hpp: the 2^8 is in
+// alpha), never an f32 subnormal (2^-17 at the least; a subnormal FMA
+// operand costs a microcode assist, ~80 ns on the AMX VM, so a shift-only
+// decode to 2^-120 scale does not pay); E4M3 NaN codes (0x7F, 0xFF) look up
+// a low byte no other code has (a set low nibble), collected by OR and
+// turned into NaN columns after the sums, as the packing path does. E5M2
+// decodes to its value (2^-16 at the least), infinities and NaNs as the
+// f16 conversion gives them. MXFP8: the 32 k of a step are one block, and
+// each decoded weight is multiplied by its row's E8M0 scale as an f32
 // (2^(e-127) from the bits e << 23, as FloatIo::e8m0), the product the FMA
 // core forms before its FMA.
 #include <immintrin.h>
@@ -54,18 +57,46 @@ constexpr uint16_t bf16_of_scaled_e4m3(int c) {
   const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // subnormal m·2^-17: normalised at its top bit
   return static_cast<uint16_t>((110 + top) << 7 | ((m << (7 - top)) & 0x7F));
 }
+// bf16 bits of e5m2(c) for the magnitudes c = 0 .. 127: the top half of the
+// f32 that vcvtph2ps gives for the f16 c << 8 (FloatIo::fp8), the NaNs
+// quieted (0x7D: 0x7FE0, 0x7E: 0x7FC0, 0x7F: 0x7FE0).
+constexpr uint16_t bf16_of_e5m2(int c) {
+  const int e = c >> 2, m = c & 3;
+  if (e == 31) return static_cast<uint16_t>(0x7F80 | (m ? 0x40 | m << 5 : 0));
+  if (c == 0) return 0;
+  if (e > 0) return static_cast<uint16_t>((e + 112) << 7 | m << 5);  // 2^(e-15)·(1 + m/4)
+  return m == 1 ? 111 << 7 : static_cast<uint16_t>(112 << 7 | (m & 1) << 6);  // subnormal m·2^-16
+}
 struct Bf16Tables {
   alignas(64) std::array<uint8_t, 128> high{}, low{};
 };
-constexpr Bf16Tables make_tables() {
+template <class Bf16Of>
+constexpr Bf16Tables make_tables(Bf16Of bf16_of) {
   Bf16Tables t;
   for (int c = 0; c < 128; ++c) {
-    t.high[c] = static_cast<uint8_t>(bf16_of_scaled_e4m3(c) >> 8);
-    t.low[c] = static_cast<uint8_t>(bf16_of_scaled_e4m3(c));
+    t.high[c] = static_cast<uint8_t>(bf16_of(c) >> 8);
+    t.low[c] = static_cast<uint8_t>(bf16_of(c));
   }
   return t;
 }
-constexpr Bf16Tables kTables = make_tables();
+constexpr Bf16Tables kE4m3Tables = make_tables(bf16_of_scaled_e4m3);
+constexpr Bf16Tables kE5m2Tables = make_tables(bf16_of_e5m2);
+
+// What a panel type's codes need: its tables, whether a NaN code must be
+// found (E4M3's decode to a finite marker), whether the MXFP8 block scales
+// multiply in.
+struct E4m3Codes {
+  static constexpr const Bf16Tables& kTables = kE4m3Tables;
+  static constexpr bool kNanMarker = true, kBlockScaled = false;
+};
+struct Mxfp8Codes {
+  static constexpr const Bf16Tables& kTables = kE4m3Tables;
+  static constexpr bool kNanMarker = true, kBlockScaled = true;
+};
+struct E5m2Codes {
+  static constexpr const Bf16Tables& kTables = kE5m2Tables;
+  static constexpr bool kNanMarker = false, kBlockScaled = false;
+};
 
 // 16 rows × 32 codes as 8 registers of 16 rows × 4 k: x[i] holds rows i and
 // i + 8 (32 bytes each, the low and the high half). Returns in x[t] (t = 0
@@ -135,8 +166,8 @@ struct Call {
 
 // Rows [0, R) against panels p .. p+J-1, all of K: each 32-k block of one
 // panel, then of the next (J independent FMA chains per row in flight).
-// Scaled: MXFP8 (every block a full 32 k).
-template <int R, int J, bool Scaled>
+// Codes: E4m3Codes, Mxfp8Codes (every block a full 32 k) or E5m2Codes.
+template <int R, int J, class Codes>
 void panels_in_registers(const Call& c, int64_t p) {
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
@@ -166,25 +197,26 @@ void panels_in_registers(const Call& c, int64_t p) {
     }
     transpose_rows_16x32(x);
     [[maybe_unused]] __m512 scale;
-    if constexpr (Scaled) scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
+    if constexpr (Codes::kBlockScaled) scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
       if (4 * t >= count) break;
       // bf16 high bytes (sign | table) and low bytes of the 64 codes.
+      const Bf16Tables& tables = Codes::kTables;
       const __m512i hi = _mm512_ternarylogic_epi32(
-          _mm512_permutex2var_epi8(_mm512_load_si512(kTables.high.data()), x[t],
-                                   _mm512_load_si512(kTables.high.data() + 64)),
+          _mm512_permutex2var_epi8(_mm512_load_si512(tables.high.data()), x[t],
+                                   _mm512_load_si512(tables.high.data() + 64)),
           x[t], sign, 0xF8);
-      const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(kTables.low.data()), x[t],
-                                                  _mm512_load_si512(kTables.low.data() + 64));
-      seen[j] = _mm512_or_si512(seen[j], lo);
+      const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(tables.low.data()), x[t],
+                                                  _mm512_load_si512(tables.low.data() + 64));
+      if constexpr (Codes::kNanMarker) seen[j] = _mm512_or_si512(seen[j], lo);
       MIXQ_UNROLL
       for (int u = 0; u < 4; ++u) {
         if (4 * t + u >= count) break;
         const int64_t s = k0 + 4 * t + u;  // every output's chain in k order
         __m512 wv = _mm512_castsi512_ps(
             _mm512_maskz_permutex2var_epi8(kTopHalves, hi, _mm512_load_si512(kPlace.idx[u]), lo));
-        if constexpr (Scaled) wv = _mm512_mul_ps(wv, scale);
+        if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale);
         MIXQ_UNROLL
         for (int i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
       }
@@ -207,24 +239,24 @@ void panels_in_registers(const Call& c, int64_t p) {
       if (c.bias) out = _mm512_add_ps(out, b);
       _mm512_storeu_ps(c.y + i * n + c0, out);
     }
-    if (!c.nan_columns) continue;
+    if (!Codes::kNanMarker || !c.nan_columns) continue;
     const __mmask64 nan_bytes = _mm512_test_epi8_mask(seen[j], _mm512_set1_epi8(0x0F));
     for (int d = 0; d < 16; ++d)
       if ((nan_bytes >> (4 * d)) & 0xF) c.nan_columns->push_back(c0 + kRowOfDword[d]);
   }
 }
 
-template <int R, bool Scaled>
+template <int R, class Codes>
 void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) {
   int64_t p = p0;
   if (side_by_side >= 3)
-    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3, Scaled>(c, p);
+    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3, Codes>(c, p);
   if (side_by_side >= 2)
-    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2, Scaled>(c, p);
-  for (; p < p1; ++p) panels_in_registers<R, 1, Scaled>(c, p);
+    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2, Codes>(c, p);
+  for (; p < p1; ++p) panels_in_registers<R, 1, Codes>(c, p);
 }
 
-template <bool Scaled>
+template <class Codes>
 void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int side_by_side) {
   for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
     Call c = first;
@@ -232,10 +264,10 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
     c.y += m0 * c.w->n;
     if (m0 > 0) c.nan_columns = nullptr;
     switch (std::min<int64_t>(4, m - m0)) {
-      case 1: rows_in_registers<1, Scaled>(c, p0, p1, side_by_side); break;
-      case 2: rows_in_registers<2, Scaled>(c, p0, p1, side_by_side); break;
-      case 3: rows_in_registers<3, Scaled>(c, p0, p1, side_by_side); break;
-      default: rows_in_registers<4, Scaled>(c, p0, p1, side_by_side); break;
+      case 1: rows_in_registers<1, Codes>(c, p0, p1, side_by_side); break;
+      case 2: rows_in_registers<2, Codes>(c, p0, p1, side_by_side); break;
+      case 3: rows_in_registers<3, Codes>(c, p0, p1, side_by_side); break;
+      default: rows_in_registers<4, Codes>(c, p0, p1, side_by_side); break;
     }
   }
 }
@@ -244,18 +276,21 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
 
 }  // namespace
 
-bool e4m3_rows_in_place_supported() {
+bool fp8_rows_in_place_supported() {
   static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
   return vbmi;
 }
 
-void e4m3_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
+void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                    int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                    const float* bias, float* y, std::vector<int64_t>& nan_columns) {
-  if (w.type != PanelType::e4m3 && w.type != PanelType::mxfp8) fail("e4m3 rows in place: E4M3 or MXFP8 codes only");
   const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
-  if (w.type == PanelType::mxfp8) rows_in_groups<true>(c, m, p0, p1, side_by_side);
-  else rows_in_groups<false>(c, m, p0, p1, side_by_side);
+  switch (w.type) {
+    case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
+    case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
+    case PanelType::e5m2: rows_in_groups<E5m2Codes>(c, m, p0, p1, side_by_side); break;
+    default: fail("fp8 rows in place: E4M3, E5M2 or MXFP8 codes only");
+  }
 }
 
 }  // namespace mixq::kernels::x86
