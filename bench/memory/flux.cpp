@@ -1,7 +1,7 @@
 // mixq-bench-memory: resident memory and load time of a FLUX.1-dev-sized
 // checkpoint (`make bench-memory`; issue 14 §1 targets, BENCHMARKS.md).
 //
-//   mixq-bench-memory [--dir DIR] [--variant nvfp4-int8|fp8]... [--threads N]
+//   mixq-bench-memory [--dir DIR] [--variant nvfp4-int8|fp8|mxfp8]... [--threads N]
 //                     [--double 19] [--single 38] [--m 1024]
 //
 // Per variant, DIR/flux-<variant>.safetensors is written once (kept for later
@@ -14,6 +14,7 @@
 //   nvfp4-int8: attention projections int8_tensorwise + ConvRot 256, MLPs and
 //               AdaLN modulations nvfp4                          (~8.1 GB)
 //   fp8:        every block linear float8_e4m3fn                 (~12 GB)
+//   mxfp8:      every block linear mxfp8 (E8M0 per 32 k)         (~12.4 GB)
 // Then: the file is read twice with pread (the second pass, from the page
 // cache, is the warm read bandwidth of this run), and mixq-memory-probe loads
 // it in a fresh process (every Linear, one M = 1 forward through all layers,
@@ -107,11 +108,12 @@ struct Choice {
 Choice choose(const std::string& variant, Role role) {
   if (role == Role::outer) return {};
   if (variant == "fp8") return {"float8_e4m3fn"};
+  if (variant == "mxfp8") return {"mxfp8"};
   if (variant == "nvfp4-int8") {
     if (role == Role::attention) return {"int8_tensorwise", {{"convrot", true}, {"convrot_groupsize", 256}}};
     return {"nvfp4"};
   }
-  mixq::fail("unknown variant '{}' (nvfp4-int8, fp8)", variant);
+  mixq::fail("unknown variant '{}' (nvfp4-int8, fp8, mxfp8)", variant);
 }
 
 // One quantized layer per (format, shape): tensors by role, and the marker.
