@@ -87,6 +87,9 @@ TEST_P(SwizzleShapes, RoundTripWithZeroPadding) {
   }
   EXPECT_EQ(zeros, static_cast<int64_t>(swizzled.size()) - rows * cols);
   EXPECT_EQ(unswizzle_scales(swizzled.data(), rows, cols), linear);
+  // Fewer rows than the buffer holds (a layer using the first n rows): the first n rows.
+  const std::vector<uint8_t> head(linear.begin(), linear.begin() + (rows - 1) * cols);
+  EXPECT_EQ(unswizzle_scales(swizzled.data(), rows - 1, cols), head);
 }
 
 INSTANTIATE_TEST_SUITE_P(SpecShapes, SwizzleShapes,

@@ -22,8 +22,9 @@ struct ScalePosition {
 ScalePosition swizzled_position(int64_t offset, int64_t cols);
 // Linear [rows, cols] -> swizzled [swizzled_rows, swizzled_cols] bytes (pad = 0).
 std::vector<uint8_t> swizzle_scales(const uint8_t* linear, int64_t rows, int64_t cols);
-// Swizzled bytes -> linear [rows, cols].
+// Swizzled bytes -> linear [rows, cols] (into `out`, rows · cols bytes).
 std::vector<uint8_t> unswizzle_scales(const uint8_t* swizzled, int64_t rows, int64_t cols);
+void unswizzle_scales(const uint8_t* swizzled, int64_t rows, int64_t cols, uint8_t* out);
 // Swaps the two nibbles of every byte (NVFP4 hi-first <-> lo-first packing).
 void swap_nibbles(uint8_t* bytes, size_t count);
 
