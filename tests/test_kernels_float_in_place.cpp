@@ -87,8 +87,8 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
       // (0x7F, 0xFF), E5M2 inf, -NaN and NaN (0x7C, 0xFD, 0x7F). Where the
       // chain gives NaN the kernel must too (E4M3: its NaN columns), else
       // the same bits (E5M2's infinities).
-      const uint8_t special[3] = {type == T::e5m2 ? uint8_t{0x7C} : uint8_t{0x7F}, type == T::e5m2 ? uint8_t{0xFD} : uint8_t{0xFF},
-                                  0x7F};
+      const bool e5m2 = type == T::e5m2;
+      const uint8_t special[3] = {e5m2 ? uint8_t{0x7C} : uint8_t{0x7F}, e5m2 ? uint8_t{0xFD} : uint8_t{0xFF}, 0x7F};
       std::vector<uint8_t> special_codes = codes;
       std::vector<float> special_value = value;
       const int64_t special_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};

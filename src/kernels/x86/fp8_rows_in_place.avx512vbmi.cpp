@@ -129,7 +129,8 @@ constexpr int kRowOfDword[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 1
 // MXFP8: the 16 rows' scales of one block (16 bytes in column order,
 // FloatPanels::scales) as f32 in the transposed registers' dword order.
 inline __m512 block_scales_in_dword_order(const uint8_t* e) {
-  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e))), 23);
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e));
+  const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 23);
   const __m512i order = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15);  // kRowOfDword
   return _mm512_castsi512_ps(_mm512_permutexvar_epi32(order, bits));
 }
@@ -196,8 +197,9 @@ void panels_in_registers(const Call& c, int64_t p) {
                                 _mm256_maskz_loadu_epi8(live, hi), 1);
     }
     transpose_rows_16x32(x);
-    [[maybe_unused]] __m512 scale;
-    if constexpr (Codes::kBlockScaled) scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
+    [[maybe_unused]] __m512 scale;  // MXFP8: block k0 / 32 of the panel's rows
+    if constexpr (Codes::kBlockScaled)
+      scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
       if (4 * t >= count) break;
@@ -282,8 +284,8 @@ bool fp8_rows_in_place_supported() {
 }
 
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
-                                   const float* bias, float* y, std::vector<int64_t>& nan_columns) {
+                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
+                                  const float* bias, float* y, std::vector<int64_t>& nan_columns) {
   const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
   switch (w.type) {
     case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
