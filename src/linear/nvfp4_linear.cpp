@@ -9,6 +9,7 @@
 // 0.5625 per weight), decode e2m1·S in registers and apply g in the
 // epilogue; x stays f32 (avx512 runs its f32-FMA core for these layers, avx2
 // its only core), so they differ from the reference by summation order only.
+#include <cstring>
 #include <optional>
 
 #include "kernels/cpu.hpp"
@@ -132,9 +133,10 @@ class Nvfp4Linear final : public FloatLinear {
   void build_full_precision(const uint8_t* codes, const uint8_t* scales, int64_t blocks, FastPath path) {
     if (path == FastPath::none) return;
     const int64_t n = out_features(), kp = (in_features() + 15) / 16 * 16;
-    std::vector<uint8_t> linear(static_cast<size_t>(n * (kp / 16)));
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t b = 0; b < kp / 16; ++b) linear[r * (kp / 16) + b] = scales[swizzled_offset(r, b, blocks)];
+    // Unswizzled in runs (numeric/swizzle.hpp), then each row cut to the kp / 16 blocks used.
+    std::vector<uint8_t> linear = unswizzle_scales(scales, n, blocks);
+    for (int64_t r = 1; r < n && kp / 16 < blocks; ++r)
+      std::memmove(linear.data() + r * (kp / 16), linear.data() + r * blocks, static_cast<size_t>(kp / 16));
     gemm_ = FloatGemm(path, kernels::x86::PanelType::nvfp4, codes, row_bytes_, n, kp, /*f32_activations=*/true,
                       linear.data());
     kernel_ = gemm_.name();
