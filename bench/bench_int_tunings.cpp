@@ -14,8 +14,10 @@
 //            next to the default. Each packed tuning holds its own ring of
 //            copies (16x the last-level cache: 4 GiB each where the LLC is
 //            260 MiB), so on such a machine pick a few.
-//   formats: int8_convrot (INT8 W8A8, ConvRot group 256; default) and
-//            convrot_w4a4 (int4 weights and activations, ConvRot group 256)
+//   formats: int8_convrot (INT8 W8A8, ConvRot group 256; default),
+//            convrot_w4a4 (int4 weights and activations, ConvRot group 256) and
+//            asym_w4a8_int8 (4-bit codes decoded in the GEMM through E4M3
+//            s_rel per 16 k, the format's default group; int8 activations)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
 //   The activation block sweep: --m 4096 --shape 3072x3072 (on AMX machines
 //   the AMX kernel's blocks: --tuning AMX)
@@ -49,7 +51,9 @@ constexpr int64_t kGroup = 256;
 // Random stored weights of one layer and the description that points at them.
 struct RandomLayer {
   std::vector<int8_t> weight;    // int8
-  std::vector<uint8_t> nibbles;  // int4, two per byte
+  std::vector<uint8_t> nibbles;  // int4, two per byte; asym_w4a8_int8: its codes
+  std::vector<uint8_t> s_rel;    // asym_w4a8_int8: E4M3 per (row, 16 k)
+  mixq::kernels::IntCodes codes;
   std::vector<float> scale, bias;
   IntLayerDesc desc;
 };
@@ -65,6 +69,17 @@ std::unique_ptr<RandomLayer> random_layer(const std::string& format, int64_t k, 
     l->weight.resize(static_cast<size_t>(n * k));
     for (int8_t& w : l->weight) w = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
     d.weight = l->weight.data();
+  } else if (format == "asym_w4a8_int8") {
+    l->nibbles.resize(static_cast<size_t>(n * k / 2));
+    for (uint8_t& b : l->nibbles) b = static_cast<uint8_t>(rng() & 0xFF);
+    l->s_rel.resize(static_cast<size_t>(n * k / 16));
+    for (uint8_t& s : l->s_rel) s = static_cast<uint8_t>(0x48 + rng() % 16);  // E4M3 4 .. 15: w8 within ±127
+    mixq::kernels::IntCodes& c = l->codes;
+    c.codes = l->nibbles.data();
+    c.s_rel_e4m3 = l->s_rel.data();
+    for (int i = 0; i < 16; ++i) c.levels[i] = static_cast<float>(i - 8);
+    c.group_size = 16;
+    d.codes = &c;
   } else {
     l->nibbles.resize(static_cast<size_t>(n * k / 2));
     for (uint8_t& b : l->nibbles) b = static_cast<uint8_t>(rng() & 0xFF);
@@ -92,8 +107,8 @@ int main(int argc, char** argv) try {
   default_to_decode_shapes(o);
   const std::vector<std::string> formats = o.formats.empty() ? std::vector<std::string>{"int8_convrot"} : o.formats;
   for (const std::string& f : formats)
-    if (f != "int8_convrot" && f != "convrot_w4a4")
-      mixq::fail("bench_int_tunings: unknown format '{}' (int8_convrot, convrot_w4a4)", f);
+    if (f != "int8_convrot" && f != "convrot_w4a4" && f != "asym_w4a8_int8")
+      mixq::fail("bench_int_tunings: unknown format '{}' (int8_convrot, convrot_w4a4, asym_w4a8_int8)", f);
   for (auto [k, n] : o.shapes)
     if (k % kGroup != 0) mixq::fail("bench_int_tunings: K = {} is not a multiple of the ConvRot group {}", k, kGroup);
 
@@ -116,8 +131,9 @@ int main(int argc, char** argv) try {
   for (const std::string& format : formats)
     for (int64_t m : o.ms)
       for (auto [k, n] : o.shapes) {
-        const bool int4 = format == "convrot_w4a4";
-        const double stored = double(n) * double(k) / (int4 ? 2 : 1) + 4.0 * double(n);
+        const bool int4 = format != "int8_convrot";  // codes: 4 bits, plus 1 s_rel byte per 16
+        const double stored = double(n) * double(k) / (int4 ? 2 : 1) + 4.0 * double(n) +
+                              (format == "asym_w4a8_int8" ? double(n) * double(k) / 16 : 0.0);
         const int copies = m <= 16 ? ring_copies(stored) : 1;
         // kernels[t][c]: tuning t's kernel over copy c (each packs its own
         // weights, or reads copy c's rows in place: the layers stay alive).

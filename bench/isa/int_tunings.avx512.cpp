@@ -54,6 +54,9 @@ struct AmxBlock3M : AmxTile {
 struct AmxNoNextTile : AmxTile {
   static constexpr bool kAmxNextTileToL2 = false;
 };
+struct AmxNoPrefetch : AmxTile {  // small M runs the VNNI loops on AMX machines too
+  static constexpr int64_t kStreamPrefetchBytes = 0;
+};
 
 template <class T>
 std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
@@ -97,6 +100,7 @@ std::vector<IntTuning> int_tunings_amx() {
           {"AMX, activation block 1536 KiB", make<AmxBlock1536K>},
           {"AMX, activation block 3 MiB", make<AmxBlock3M>},
           {"AMX, next tile not asked into L2", make<AmxNoNextTile>},
+          {"AMX, no small-M prefetch", make<AmxNoPrefetch>},
           {"AVX-512 VNNI default (no tiles)", make<Base>},
           {"AMX, rows read in place (no packed copy)", make_in_place<AmxTile>}};
 }

@@ -549,7 +549,8 @@ class SimdIntKernel final : public IntKernel {
       uint8_t* base = aligned64(tile.data());
       for (int c = 0; c < P; ++c) {
         b[c] = base + c * w_.kp * kPanelCols;
-        if (w_.codes) decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols);
+        if (w_.codes)
+          decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols, stream ? T::kStreamPrefetchBytes : 0);
         else transpose(panel[c], base + c * w_.kp * kPanelCols);
       }
       stream = false;

@@ -52,9 +52,12 @@ void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typena
 // (u8 = w8 + 128, straight from the tables) at `out` (kp · 16 bytes, 64-byte aligned). A 64-byte code
 // step (8 k's) gives two int8 steps: its low nibbles (k 8k8 .. 8k8+3) and its
 // high nibbles (8k8+4 .. 8k8+7); a group is a multiple of 4 k's, so each half
-// lies in one group.
+// lies in one group. prefetch_bytes > 0 (weights from DRAM: small M) fetches
+// the codes that far ahead (one panel is one memory stream): 1-5 % faster at
+// M = 1 (bench_int_tunings --format asym_w4a8_int8); the decode itself, 88 %
+// of an M = 1 call, is bound by building the tables of every (column, group).
 template <class V>
-void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
+void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t prefetch_bytes = 0) {
   using I = typename V::I;
   using T = ColumnTables<V::kLanes>;
   constexpr int L = V::kLanes, H = 16 / L;
@@ -77,6 +80,7 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
       for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
   };
   for (int64_t k8 = 0; k8 < w.kp / 8; ++k8) {
+    if (prefetch_bytes > 0) _mm_prefetch(reinterpret_cast<const char*>(src + k8 * 64 + prefetch_bytes), _MM_HINT_T0);
     I c[H];
     MIXQ_UNROLL
     for (int v = 0; v < H; ++v) c[v] = V::loadi_a(src + k8 * 64 + 4 * L * v);
