@@ -40,36 +40,36 @@ class Mxfp8Linear final : public FloatLinear {
     if (n > rows_ || k > cols_)
       fail("layer '{}': mxfp8 weight {} cannot hold [{}, {}]", layer.prefix, shape_str(weight.shape), n, k);
     const uint8_t* codes = bytes_at_least(layer, "weight", rows_ * cols_);
-    std::vector<uint8_t> from_row_major;
-    const uint8_t* scales = nullptr;
-    if (row_major_scales(layer.params)) {
-      from_row_major = swizzle_scales(bytes_at_least(layer, "weight_scale", rows_ * blocks), rows_, blocks);
-      scales = from_row_major.data();
-    } else {
-      scales = bytes_at_least(layer, "weight_scale", swizzled_rows(rows_) * swizzled_cols(blocks));
-    }
+    // Row-major [N, K/32] exponents (SGLang's global MXFP8 rule) or swizzled.
+    const bool row_major = row_major_scales(layer.params);
+    const int64_t scale_bytes = row_major ? rows_ * blocks : swizzled_rows(rows_) * swizzled_cols(blocks);
+    const uint8_t* scales = bytes_at_least(layer, "weight_scale", scale_bytes);
     bias_ = bias_f32(layer, n);
     full_precision_ = full_precision(layer);
     if (const FastPath path = fast_path(options); path != FastPath::none) {
-      // The panels take the block exponents row-major; all cols_ columns are
-      // packed (x is padded to the 32-blocks). One buffer per loading thread:
-      // a fresh one per layer faulted in new pages every time (1/32 of the
-      // checkpoint, ~0.3 s of a FLUX-sized load).
+      // The panels take the block exponents row-major (the first n rows);
+      // all cols_ columns are packed (x is padded to the 32-blocks). One
+      // unswizzle buffer per loading thread: a fresh one per layer faulted in
+      // new pages every time (1/32 of the checkpoint, ~0.3 s of a FLUX-sized
+      // load).
       thread_local std::vector<uint8_t> linear;
-      linear.resize(static_cast<size_t>(n * blocks));
-      unswizzle_scales(scales, n, blocks, linear.data());
+      if (!row_major) {
+        linear.resize(static_cast<size_t>(n * blocks));
+        unswizzle_scales(scales, n, blocks, linear.data());
+      }
       // Codes in a mapped checkpoint file are read in place (the exponents,
       // 1/32 of them, are copied into the panels' order).
       const TensorView& weight = layer.tensor("weight");
       const bool in_place = weight.storage != nullptr;
       gemm_ = FloatGemm(path, kernels::x86::PanelType::mxfp8, codes, cols_, n, cols_, full_precision_,
-                        linear.data(), options.release_file_pages, in_place);
+                        row_major ? scales : linear.data(), options.release_file_pages, in_place);
       if (in_place) hold_files({&weight});
       kernel_ = gemm_.name();
       return;
     }
     codes_.assign(codes, codes + rows_ * cols_);
-    scales_.assign(scales, scales + swizzled_rows(rows_) * swizzled_cols(blocks));
+    if (row_major) scales_ = swizzle_scales(scales, rows_, blocks);  // the reference reads them swizzled
+    else scales_.assign(scales, scales + scale_bytes);
   }
 
   void forward(const float* x, int64_t m, float* y) const override {
