@@ -135,8 +135,9 @@ class Nvfp4Linear final : public FloatLinear {
     const int64_t n = out_features(), kp = (in_features() + 15) / 16 * 16;
     // Unswizzled in runs (numeric/swizzle.hpp), then each row cut to the kp / 16 blocks used.
     std::vector<uint8_t> linear = unswizzle_scales(scales, n, blocks);
-    for (int64_t r = 1; r < n && kp / 16 < blocks; ++r)
-      std::memmove(linear.data() + r * (kp / 16), linear.data() + r * blocks, static_cast<size_t>(kp / 16));
+    if (kp / 16 < blocks)
+      for (int64_t r = 1; r < n; ++r)
+        std::memmove(linear.data() + r * (kp / 16), linear.data() + r * blocks, static_cast<size_t>(kp / 16));
     gemm_ = FloatGemm(path, kernels::x86::PanelType::nvfp4, codes, row_bytes_, n, kp, /*f32_activations=*/true,
                       linear.data());
     kernel_ = gemm_.name();

@@ -61,22 +61,24 @@ void for_each_run(int64_t rows, int64_t cols, Copy copy) {
     }
 }
 
+// One run: a constant-size 4-byte move unless the last column tile is short.
+inline void copy_run(uint8_t* to, const uint8_t* from, int64_t width) {
+  if (width == 4) std::memcpy(to, from, 4);
+  else std::memcpy(to, from, static_cast<size_t>(width));
+}
+
 std::vector<uint8_t> swizzle_scales(const uint8_t* linear, int64_t rows, int64_t cols) {
   check_dims(rows, cols);
   std::vector<uint8_t> out(static_cast<size_t>(swizzled_rows(rows) * swizzled_cols(cols)), 0);
   for_each_run(rows, cols, [&](int64_t at, int64_t from, int64_t width) {
-    if (width == 4) std::memcpy(out.data() + at, linear + from, 4);  // one 4-byte move
-    else std::memcpy(out.data() + at, linear + from, static_cast<size_t>(width));
+    copy_run(out.data() + at, linear + from, width);
   });
   return out;
 }
 
 void unswizzle_scales(const uint8_t* swizzled, int64_t rows, int64_t cols, uint8_t* out) {
   check_dims(rows, cols);
-  for_each_run(rows, cols, [&](int64_t at, int64_t to, int64_t width) {
-    if (width == 4) std::memcpy(out + to, swizzled + at, 4);  // one 4-byte move
-    else std::memcpy(out + to, swizzled + at, static_cast<size_t>(width));
-  });
+  for_each_run(rows, cols, [&](int64_t at, int64_t to, int64_t width) { copy_run(out + to, swizzled + at, width); });
 }
 
 std::vector<uint8_t> unswizzle_scales(const uint8_t* swizzled, int64_t rows, int64_t cols) {
