@@ -45,8 +45,12 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
     auto ref = Linear::create(l->layer, {KernelChoice::reference});
     for (int64_t m : {1, 2, 3, 7, 16, 33, 64, 257}) {
       const std::vector<float> x = testing::random_floats(m * k, 200 + m, 1.0f);
-      std::vector<float> yr(m * n), yf(m * n);
+      std::vector<float> yr(m * n), yf(m * n), yr_bf16(m * n), x_bf16(x.size());
       ref->forward(x.data(), m, yr.data());
+      // The vdpbf16ps core is a linear over bf16(x): the reference over the
+      // rounded x, up to f32 summation order.
+      for (size_t i = 0; i < x.size(); ++i) x_bf16[i] = round_to(DType::BF16, x[i]);
+      ref->forward(x_bf16.data(), m, yr_bf16.data());
       // Paths: ref, avx2, avx512 with vdpbf16ps, avx512 with the FMA core.
       for (int path = 0; path < 4; ++path) {
         const int isa = std::min(path, 2);
@@ -67,11 +71,15 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
               mag2 += std::fabs(double(x[i * k + c])) *
                       (std::fabs(deq[j * k + c]) + std::fabs(t.zeros[idx]) + 8 * std::fabs(t.scale[idx]));
             }
-            double bound = 0.0;
-            if (path == 2) bound = std::ldexp(mag, -8) + 1e-5;             // bf16 x
-            if (path == 1 || path == 3) bound = std::ldexp(mag2, -15) + 1e-6;  // f32 decode
-            ASSERT_LE(std::fabs(yf[i * n + j] - yr[i * n + j]), bound)
+            // f32 decode and summation order: 2^-15 of the magnitude the
+            // decoded terms and zero points can reach.
+            const double bound = std::ldexp(mag2, -15) + 1e-6;
+            const std::vector<float>& want = path == 2 ? yr_bf16 : yr;
+            ASSERT_LE(std::fabs(yf[i * n + j] - want[i * n + j]), bound)
                 << "n=" << n << " m=" << m << " path=" << path << " kernel " << fast->kernel_name();
+            if (path == 2) {  // and bf16(x) moves it by at most 2^-8 of the magnitude from the f32-x result
+              ASSERT_LE(std::fabs(yf[i * n + j] - yr[i * n + j]), std::ldexp(mag, -8) + 1e-5);
+            }
           }
       }
       kernels::set_isa(kernels::best_isa());

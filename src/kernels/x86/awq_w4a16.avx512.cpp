@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/x86/awq_w4a16_impl.hpp"
+#include "mixq/numeric.hpp"
 #include "util/parallel.hpp"
 
 namespace mixq::kernels::x86 {
@@ -127,9 +128,11 @@ void awq_avx512(const AwqPacked& w, const float* x, int64_t m, float* y) {
         const __mmask16 mask = tail_mask(w.k - i);
         _mm256_mask_storeu_epi16(dst + i, mask, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, xr + i)));
       }
+      // The zero-point term sums the same bf16-rounded x the dot multiplies,
+      // so the layer is exactly a linear over bf16(x) (f32 sums in k order).
       for (int64_t g = 0; g < a.groups; ++g) {
         float s = 0.0f;
-        for (int64_t j = g * w.group; j < (g + 1) * w.group; ++j) s += xr[j];
+        for (int64_t j = g * w.group; j < (g + 1) * w.group; ++j) s += bf16_to_f32(dst[j]);
         a.sums[r * a.groups + g] = s;
       }
     }
