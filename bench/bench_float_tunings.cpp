@@ -2,14 +2,17 @@
 // tuning and variations of it (register tile at M = 1, two-step FP8 widening,
 // K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
 // threshold, and for rows read in place the pack group and prefetch, and
-// the FP8 register transpose (rows, panels side by side, row prefetch):
+// the FP8 register transpose (rows, panels side by side, row prefetch),
+// and on AVX-512 the vdpbf16ps core ("dot core": FP8 kinds, the M >= 32
+// choice where the float-dot probe prefers it) with its own variations:
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
-// rounds so that every variant sees the same machine; the variants compute
-// the same bits (checked). The FMA core is what M = 1 .. 31 runs on every
+// rounds so that every variant sees the same machine; the variants of a core
+// compute the same bits (checked). The FMA core is what M = 1 .. 31 runs on every
 // AVX2 / AVX-512 machine (and every M where the probe prefers it to
 // vdpbf16ps and there are no AMX tiles). Only the GEMM is timed: the
-// activation is its E4M3 values, prepared once.
+// activation is its E4M3 values, prepared once (as f32, and as bf16 pairs
+// for the dot core).
 //
 // At M <= 16 the weights cycle through a ring >= kRingLlcFactor times the
 // last-level cache (from DRAM, as in decoding; one ring of packed panels and
@@ -24,6 +27,7 @@
 //   formats: float8_e4m3fn (default), float8_e5m2, mxfp8 (E4M3 codes + E8M0 per 32 k),
 //            bf16 (unquantized; packed tunings only)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -64,13 +68,17 @@ const Format& format_named(const std::string& name) {
 }
 
 // One stored layer (random rows: FP8 codes never inf or NaN, E8M0 scales 2^-4 ..
-// 2^3, bf16 values of N(0, 1)) and its two forms.
+// 2^3, bf16 values of N(0, 1)) and its forms: packed and in place, for the
+// FMA core and (k-pair steps, FP8 kinds) for the dot core.
 struct Layer {
   std::vector<uint8_t> rows, scales;
-  x86::FloatPanels packed, in_place;
+  x86::FloatPanels packed, in_place, packed_pairs, in_place_pairs;
+  const x86::FloatPanels& form(const FloatTuning& t) const {
+    return t.dot ? (t.in_place ? in_place_pairs : packed_pairs) : (t.in_place ? in_place : packed);
+  }
 };
 
-std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint32_t seed) {
+std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint32_t seed, bool pairs) {
   auto l = std::make_unique<Layer>();
   std::mt19937 rng(seed);
   l->rows.resize(static_cast<size_t>(n * k * f.element_bytes));
@@ -96,6 +104,10 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
   const int64_t row_bytes = k * f.element_bytes;
   l->packed = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, false, scales);
   if (f.in_place) l->in_place = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, false, scales);
+  if (pairs) {
+    l->packed_pairs = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, true, scales);
+    l->in_place_pairs = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, true, scales);
+  }
   return l;
 }
 
@@ -123,32 +135,49 @@ int main(int argc, char** argv) try {
     return 0;
   }
   tunings = keep_picked(tunings, picked);
-  const AlternatingRun run = start_alternating(o, avx512 ? "avx512 float tunings (FMA core)" : "avx2 float tunings");
+  const AlternatingRun run = start_alternating(o, avx512 ? "avx512 float tunings (FMA and vdpbf16ps cores)" : "avx2 float tunings");
   for (const Format* f : formats) {
-    std::vector<FloatTuning> runnable;  // bf16 has no in-place form
+    std::vector<FloatTuning> runnable;  // bf16 has no in-place form and no dot core
     for (const FloatTuning& t : tunings)
-      if (f->in_place || !t.in_place) runnable.push_back(t);
+      if (f->in_place || (!t.in_place && !t.dot)) runnable.push_back(t);
+    const bool pairs = std::any_of(runnable.begin(), runnable.end(), [](const FloatTuning& t) { return t.dot; });
     for (int64_t m : o.ms)
       for (auto [k, n] : o.shapes) {
         const double stored =
             double(n) * double(k) * double(f->element_bytes) + (f->type == x86::PanelType::mxfp8 ? n * k / 32.0 : 0);
         const int copies = m <= 16 ? ring_copies(stored) : 1;
         std::vector<std::unique_ptr<Layer>> layers;
-        for (int c = 0; c < copies; ++c) layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1)));
+        for (int c = 0; c < copies; ++c)
+          layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1), pairs));
         const std::vector<float> x = random_activations(m * k);
         std::vector<float> a(x.size());  // the activation as its E4M3 values (what W8A8 FP8 layers run)
         (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x.data(), m, k, k, x86::ActPrep::e4m3, 1.0f,
                                                                    a.data());
+        const int64_t pair_steps = (k + 1) / 2;
+        std::vector<uint32_t> a_pairs(pairs ? static_cast<size_t>(m * pair_steps) : 0);  // the same values as bf16
+        if (pairs)
+          x86::prepare_bf16_avx512(x.data(), m, k, pair_steps, x86::ActPrep::e4m3, 1.0f, a_pairs.data(), false);
         auto forward = [&](const FloatTuning& t, const Layer& l, float* y) {
-          t.run(a.data(), k, m, t.in_place ? l.in_place : l.packed, 1.0f, nullptr, y);
+          if (t.dot)
+            t.run(a_pairs.data(), pair_steps, m, l.form(t), 1.0f, nullptr, y);
+          else
+            t.run(a.data(), k, m, l.form(t), 1.0f, nullptr, y);
         };
-        std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());
+        // Each core's variants against its first (the dot core sums k-pairs:
+        // other bits than the FMA chain).
+        std::vector<float> y(static_cast<size_t>(m * n)), want(y.size()), want_dot(y.size());
+        const FloatTuning* first_dot = nullptr;
         forward(runnable[0], *layers[0], want.data());
         for (const FloatTuning& t : runnable) {
           std::fill(y.begin(), y.end(), -1.0f);
           forward(t, *layers[0], y.data());
-          if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0)
-            mixq::fail("bench_float_tunings: tuning '{}' computes different bits than the default", t.name);
+          if (t.dot && !first_dot) {
+            first_dot = &t;
+            want_dot = y;
+          }
+          if (std::memcmp(y.data(), (t.dot ? want_dot : want).data(), y.size() * sizeof(float)) != 0)
+            mixq::fail("bench_float_tunings: tuning '{}' computes different bits than '{}'", t.name,
+                       t.dot ? first_dot->name : runnable[0].name);
         }
         size_t next = 0;
         const std::vector<double> times =
@@ -156,7 +185,7 @@ int main(int argc, char** argv) try {
               forward(runnable[t], *layers[next], y.data());
               next = (next + 1) % layers.size();
             });
-        std::printf("\n# %s M=%ld K=%ld N=%ld, FMA core%s\n", f->name, m, k, n,
+        std::printf("\n# %s M=%ld K=%ld N=%ld, %s%s\n", f->name, m, k, n, pairs ? "FMA and dot cores" : "FMA core",
                     copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
         std::vector<std::string> names;
         for (const FloatTuning& t : runnable) names.push_back(t.name);

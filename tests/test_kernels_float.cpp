@@ -149,6 +149,32 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
   }
 }
 
+// The bf16 core decodes each K chunk of panels to bf16 pairs once per row
+// chunk from kDecodedRows (24) rows on, and in registers per tile below:
+// every output's sum is the same either way, so the rows of one call equal
+// the same rows run a few at a time, bit for bit.
+TEST_P(FloatKernels, DotCoreDecodedChunksEqualTheRegisterPath) {
+  if (!avx512()) GTEST_SKIP() << "the vdpbf16ps core only";
+  using T = x86::PanelType;
+  for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
+    const StoredWeight sw = stored_weight(type, 37, 1100, 21);  // N remainder, K across 2 chunks of 512 pairs
+    const int64_t k = sw.k;
+    const x86::FloatPanels panels = sw.pack(true);
+    const std::vector<float> bias = random_floats(37, 4, 0.5f);
+    for (int64_t m : {24, 33, 257}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 91 + m, 1.0f);
+      std::vector<uint32_t> a(static_cast<size_t>(m * panels.steps));
+      x86::prepare_bf16_avx512(x.data(), m, k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+      std::vector<float> whole(static_cast<size_t>(m * 37)), few(whole.size());
+      x86::float_gemm_avx512_bf16(a.data(), m, panels, 0.75f, bias.data(), whole.data());
+      for (int64_t r = 0; r < m; r += 5)  // 5 rows: under kDecodedRows
+        x86::float_gemm_avx512_bf16(a.data() + r * panels.steps, std::min<int64_t>(5, m - r), panels, 0.75f,
+                                    bias.data(), few.data() + r * 37);
+      expect_bits_equal(whole, few, (std::string(type_name(type)) + " m=" + std::to_string(m)).c_str());
+    }
+  }
+}
+
 // The FMA cores (avx2, avx512_fma) are the reference's FMA chain in k order.
 // With products exact in f32 -- FP8 activations against FP8 weights, or bf16
 // x against bf16 weights -- that is the reference's `acc += a·w` bit for bit:

@@ -9,8 +9,12 @@ namespace {
 using Base = FloatTile<16>;
 
 template <class T>
-void run(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
+void run(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   run_tuned<Avx512, T>(a, lda, m, w, alpha, bias, y);
+}
+template <class T>
+void dot(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
+  run_tuned<Avx512, T, Core::dot>(a, lda, m, w, alpha, bias, y);
 }
 
 }  // namespace
@@ -20,41 +24,55 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default (packed; M=1 tile 3 panels, 2-step widening, prefetch 2 KiB)", false, run<Base>},
-          {"M=1 tile of 1 panel", false, run<OneRowTile<Base, 1>>},
-          {"M=1 tile of 2 panels", false, run<OneRowTile<Base, 2>>},
-          {"M=1 tile of 4 panels", false, run<OneRowTile<Base, 4>>},
-          {"one FP8 step per widening", false, run<OneStep<Base>>},
-          {"8+ rows: K chunk 128 steps", false, run<StepChunk<Base, 128>>},
-          {"8+ rows: K chunk 512 steps", false, run<StepChunk<Base, 512>>},
-          {"under 8 rows: K chunks of 256 steps, no prefetch (before)", false, run<Before<Base>>},
-          {"under 8 rows: K chunks of 256 steps (prefetch on)", false, run<FewRowsStepChunk<Base, 256>>},
-          {"under 8 rows: K chunk 1024 steps", false, run<FewRowsStepChunk<Base, 1024>>},
-          {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
-          {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},
-          {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<Base, 4096>>},
-          {"row chunk 64", false, run<RowChunk<Base, 64>>},
-          {"row chunk 256", false, run<RowChunk<Base, 256>>},
-          {"decoded to f32 from 16 rows", false, run<DecodedRows<Base, 16>>},
-          {"decoded to f32 from 48 rows", false, run<DecodedRows<Base, 48>>},
-          {"in place (rows packed per K chunk)", true, run<Base>},
-          {"in place, M=1 tile of 1 panel", true, run<OneRowTile<Base, 1>>},
-          {"in place, M=1 tile of 2 panels", true, run<OneRowTile<Base, 2>>},
-          {"in place, M=1 tile of 4 panels", true, run<OneRowTile<Base, 4>>},
-          {"in place, one FP8 step per widening", true, run<OneStep<Base>>},
-          {"in place, K chunk 128 steps", true, run<StepChunk<Base, 128>>},
-          {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>},
-          {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
-          {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
-          {"in place, FP8 packed per K chunk at every M (before)", true, run<InPlaceRegisterRows<Base, 0>>},
-          {"in place, FP8 in registers up to 2 rows", true, run<InPlaceRegisterRows<Base, 2>>},
-          {"in place, FP8 in registers up to 8 rows", true, run<InPlaceRegisterRows<Base, 8>>},
-          {"in place, FP8 in registers: two panels at a time", true, run<InPlaceSideBySide<Base, 2>>},
-          {"in place, FP8 in registers: three panels at a time", true, run<InPlaceSideBySide<Base, 3>>},
-          {"in place, FP8 in registers: no row prefetch", true, run<InPlaceRowPrefetch<Base, 0>>},
-          {"in place, FP8 in registers: row prefetch 256 B", true, run<InPlaceRowPrefetch<Base, 256>>},
-          {"in place, FP8 in registers: row prefetch 1 KiB", true, run<InPlaceRowPrefetch<Base, 1024>>},
-          {"in place, FP8 in registers: row prefetch 2 KiB", true, run<InPlaceRowPrefetch<Base, 2048>>}};
+  return {{"default (packed; M=1 tile 3 panels, 2-step widening, prefetch 2 KiB)", false, false, run<Base>},
+          {"M=1 tile of 1 panel", false, false, run<OneRowTile<Base, 1>>},
+          {"M=1 tile of 2 panels", false, false, run<OneRowTile<Base, 2>>},
+          {"M=1 tile of 4 panels", false, false, run<OneRowTile<Base, 4>>},
+          {"one FP8 step per widening", false, false, run<OneStep<Base>>},
+          {"8+ rows: K chunk 128 steps", false, false, run<StepChunk<Base, 128>>},
+          {"8+ rows: K chunk 512 steps", false, false, run<StepChunk<Base, 512>>},
+          {"under 8 rows: K chunks of 256 steps, no prefetch (before)", false, false, run<Before<Base>>},
+          {"under 8 rows: K chunks of 256 steps (prefetch on)", false, false, run<FewRowsStepChunk<Base, 256>>},
+          {"under 8 rows: K chunk 1024 steps", false, false, run<FewRowsStepChunk<Base, 1024>>},
+          {"few rows: no panel prefetch", false, false, run<StreamPrefetch<Base, 0>>},
+          {"few rows: prefetch panels 1 KiB ahead", false, false, run<StreamPrefetch<Base, 1024>>},
+          {"few rows: prefetch panels 4 KiB ahead", false, false, run<StreamPrefetch<Base, 4096>>},
+          {"row chunk 64", false, false, run<RowChunk<Base, 64>>},
+          {"row chunk 256", false, false, run<RowChunk<Base, 256>>},
+          {"decoded to f32 from 16 rows", false, false, run<DecodedRows<Base, 16>>},
+          {"decoded to f32 from 48 rows", false, false, run<DecodedRows<Base, 48>>},
+          {"in place (rows packed per K chunk)", true, false, run<Base>},
+          {"in place, M=1 tile of 1 panel", true, false, run<OneRowTile<Base, 1>>},
+          {"in place, M=1 tile of 2 panels", true, false, run<OneRowTile<Base, 2>>},
+          {"in place, M=1 tile of 4 panels", true, false, run<OneRowTile<Base, 4>>},
+          {"in place, one FP8 step per widening", true, false, run<OneStep<Base>>},
+          {"in place, K chunk 128 steps", true, false, run<StepChunk<Base, 128>>},
+          {"in place, K chunk 512 steps", true, false, run<StepChunk<Base, 512>>},
+          {"in place, no pack prefetch", true, false, run<PackAhead<Base, 0>>},
+          {"in place, pack prefetch 2 chunks ahead", true, false, run<PackAhead<Base, 2>>},
+          {"in place, FP8 packed per K chunk at every M (before)", true, false, run<InPlaceRegisterRows<Base, 0>>},
+          {"in place, FP8 in registers up to 2 rows", true, false, run<InPlaceRegisterRows<Base, 2>>},
+          {"in place, FP8 in registers up to 8 rows", true, false, run<InPlaceRegisterRows<Base, 8>>},
+          {"in place, FP8 in registers: two panels at a time", true, false, run<InPlaceSideBySide<Base, 2>>},
+          {"in place, FP8 in registers: three panels at a time", true, false, run<InPlaceSideBySide<Base, 3>>},
+          {"in place, FP8 in registers: no row prefetch", true, false, run<InPlaceRowPrefetch<Base, 0>>},
+          {"in place, FP8 in registers: row prefetch 256 B", true, false, run<InPlaceRowPrefetch<Base, 256>>},
+          {"in place, FP8 in registers: row prefetch 1 KiB", true, false, run<InPlaceRowPrefetch<Base, 1024>>},
+          {"in place, FP8 in registers: row prefetch 2 KiB", true, false, run<InPlaceRowPrefetch<Base, 2048>>},
+          // The vdpbf16ps core (FP8 kinds, M >= 32 where the probe picks it).
+          {"dot core (vdpbf16ps)", false, true, dot<Base>},
+          {"dot core: decoded in registers at every M, K chunk 256 (before)", false, true,
+           dot<NeverDecoded<DotStepChunk<Base, 256>>>},
+          {"dot core: decoded to bf16 from 48 rows", false, true, dot<DecodedRows<Base, 48>>},
+          {"dot core: K chunk 256 steps", false, true, dot<DotStepChunk<Base, 256>>},
+          {"dot core: K chunk 1024 steps", false, true, dot<DotStepChunk<Base, 1024>>},
+          {"dot core: all of K in one chunk", false, true, dot<DotStepChunk<Base, kAllSteps>>},
+          {"dot core: tile 6 rows x 4 panels", false, true, dot<Tile<Base, 6, 4>>},
+          {"dot core: tile 12 rows x 2 panels", false, true, dot<Tile<Base, 12, 2>>},
+          {"dot core: tile 4 rows x 6 panels", false, true, dot<Tile<Base, 4, 6>>},
+          {"dot core: row chunk 64", false, true, dot<RowChunk<Base, 64>>},
+          {"dot core: row chunk 256", false, true, dot<RowChunk<Base, 256>>},
+          {"dot core, in place (rows packed per K chunk)", true, true, dot<Base>}};
 }
 
 }  // namespace mixq::bench

@@ -14,6 +14,12 @@ struct OneRowTile : Base {
   static constexpr int panels_for(int mr) { return mr == 1 ? J : Base::panels_for(mr); }
   static constexpr int64_t kInPlaceGroup = J;
 };
+// Full register tiles of MR rows × J panels.
+template <class Base, int MR, int J>
+struct Tile : Base {
+  static constexpr int kMR = MR;
+  static constexpr int panels_for(int mr) { return mr == MR ? J : Base::panels_for(mr); }
+};
 template <class Base>
 struct OneStep : Base {
   static constexpr bool kTwoSteps = false;
@@ -21,6 +27,10 @@ struct OneStep : Base {
 template <class Base, int64_t Steps>
 struct StepChunk : Base {
   static constexpr int64_t kStepChunk = Steps;
+};
+template <class Base, int64_t Steps>
+struct DotStepChunk : Base {
+  static constexpr int64_t kDotStepChunk = Steps;
 };
 template <class Base, int64_t Steps>
 struct FewRowsStepChunk : Base {
@@ -37,6 +47,12 @@ struct RowChunk : Base {
 template <class Base, int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
+};
+// Panels decoded in registers at every M (the vdpbf16ps core before it
+// decoded K chunks to bf16 pairs).
+template <class Base>
+struct NeverDecoded : Base {
+  static constexpr int64_t kDecodedRows = kAllSteps;
 };
 template <class Base, int64_t Chunks>
 struct PackAhead : Base {
@@ -61,11 +77,11 @@ struct Before : Base {
   static constexpr int64_t kStreamPrefetchBytes = 0;
 };
 
-// The FMA core on target V under tuning T (FloatTuning::run).
-template <class V, class T>
-void run_tuned(const float* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
+// Core C on target V under tuning T (FloatTuning::run).
+template <class V, class T, Core C = Core::fma>
+void run_tuned(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
                float* y) {
-  gemm<V, Core::fma, T>(a, lda, m, w, alpha, bias, y);
+  gemm<V, C, T>(a, lda, m, w, alpha, bias, y);
 }
 
 }  // namespace

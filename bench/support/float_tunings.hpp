@@ -1,8 +1,8 @@
 #pragma once
-// The float GEMM's FMA core (src/kernels/x86/float_gemm_impl.hpp) compiled
-// with its target's tuning (FloatTile) and with variations of it
-// (bench/isa/float_tunings.*.cpp, each compiled for its instruction set),
-// for bench_float_tunings.
+// The float GEMM's cores (src/kernels/x86/float_gemm_impl.hpp: FMA, and on
+// AVX-512 the vdpbf16ps core) compiled with their target's tuning (FloatTile)
+// and with variations of it (bench/isa/float_tunings.*.cpp, each compiled for
+// its instruction set), for bench_float_tunings.
 #include <cstdint>
 #include <vector>
 
@@ -13,7 +13,9 @@ namespace mixq::bench {
 struct FloatTuning {
   const char* name;  // the packed default first, then what differs from it
   bool in_place;     // runs on the stored rows (float_panels_in_place), not on packed panels
-  void (*run)(const float* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,
+  bool dot;          // the vdpbf16ps core: bf16-pair activations (lda = pair steps), k-pair panels
+  // a: f32 values (FMA core) or bf16 pairs (dot core), rows lda apart.
+  void (*run)(const void* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,
               const float* bias, float* y);
 };
 

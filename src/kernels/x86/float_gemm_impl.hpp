@@ -200,7 +200,9 @@ struct FloatIo<Avx512> {
 //    tile is compiled (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop,
 //    so 5 rows run as 4 + 1);
 //  - kGrain: the threads' panel grain; kStepChunk / kRowChunk: the K and row
-//    chunks; kDecodedRows: rows from which a row chunk decodes its panels to
+//    chunks (kDotStepChunk: the K chunk of the vdpbf16ps core, AVX-512 only,
+//    in k-pair steps: 512 pairs, 1.06-1.12x faster than 256 at M = 4096 on
+//    Zen 5, bench_float_tunings: fewer passes of y's partial sums); kDecodedRows: rows from which a row chunk decodes its panels to
 //    f32 once (decode_chunk);
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
@@ -248,6 +250,7 @@ struct FloatTile<16> {
   static constexpr bool tile_ok(int) { return true; }
   static constexpr int64_t kGrain = 3;
   static constexpr int64_t kStepChunk = 256;
+  static constexpr int64_t kDotStepChunk = 512;
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
@@ -261,6 +264,13 @@ struct FloatTile<16> {
 };
 
 enum class Core { fma, dot };
+
+// The K chunk (in steps) of core C from kMR rows on.
+template <class Tune, Core C>
+constexpr int64_t step_chunk() {
+  if constexpr (C == Core::dot) return Tune::kDotStepChunk;
+  else return Tune::kStepChunk;
+}
 
 struct Job {
   const void* a;  // fma: float; dot: uint32_t bf16 pairs
@@ -329,7 +339,9 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
   const FloatPanels& w = *job.w;
   const int64_t n = w.n, lda = job.lda;
-  const int64_t row = T == PanelType::f32 ? 64 : w.row_bytes();  // f32: w's own or decoded rows
+  // f32: w's own or decoded rows; the dot core's bf16: decoded k-pair rows (decode_pair_chunk).
+  constexpr bool kDecodedRow = T == PanelType::f32 || (C == Core::dot && T == PanelType::bf16);
+  const int64_t row = kDecodedRow ? 64 : w.row_bytes();
   F acc[MR][NV];
   typename V::M mask[NV];
   MIXQ_UNROLL
@@ -438,9 +450,13 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         __m512i wv[J];
         MIXQ_UNROLL
         for (int j = 0; j < J; ++j) {
-          const float* scale = nullptr;
-          if constexpr (kMx) scale = sc + j * 32;
-          wv[j] = FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b[j] + (s - s0) * row, scale);
+          if constexpr (T == PanelType::bf16) {
+            wv[j] = _mm512_loadu_si512(b[j] + (s - s0) * row);
+          } else {
+            const float* scale = nullptr;
+            if constexpr (kMx) scale = sc + j * 32;
+            wv[j] = FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b[j] + (s - s0) * row, scale);
+          }
         }
         MIXQ_UNROLL
         for (int i = 0; i < MR; ++i)
@@ -542,24 +558,53 @@ void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1
   }
 }
 
+// The dot core's counterpart: panels [p0, p1) of k-pair FP8 steps [s0, s1)
+// as rows of 32 bf16 (64 bytes, the size of a decoded f32 row), block scales
+// applied, by the operations micro() runs in registers (fp8_pairs), so the
+// sums keep their bits.
+template <class V, PanelType T>
+void decode_pair_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1, float* out) {
+  constexpr bool kMx = T == PanelType::mxfp8;
+  constexpr int64_t kBlockSteps = 16;  // an E8M0 block of 32 k is 16 k-pair steps
+  const FloatPanels& w = *job.w;
+  const int64_t row = w.row_bytes();
+  alignas(64) float sc[32];
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* b = panel_from(job, p, s0);
+    for (int64_t s = s0; s < s1; ++s) {
+      if (kMx && (s == s0 || s % kBlockSteps == 0)) {
+        const uint8_t* e = w.scales.data() + (p * w.blocks + s / kBlockSteps) * 16;
+        for (int c = 0; c < 16; ++c)
+          sc[2 * c] = sc[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+      }
+      _mm512_storeu_si512(out, FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b + (s - s0) * row,
+                                                                                       kMx ? sc : nullptr));
+      out += 16;
+    }
+  }
+}
+
 // Every row against panels [p0, p1) over steps [s0, s1), in row chunks. With
 // at least Tune::kDecodedRows rows in a row chunk, each K chunk of a tile's
-// panels is decoded to f32 once (decode_chunk) instead of once per MR rows:
-// the FMA core then spends its vector ports on FMAs (decoding FP8 in
-// registers took about a third of them at M = 4096, bench_linear_float). FP8
-// on AVX-512 (mixq bench, alternating runs): M = 24 1.14x faster decoded
-// (K = 3072 and 12288), M = 16 7 % slower.
+// panels is decoded once (FMA core: to f32, decode_chunk; dot core: to bf16
+// pairs, decode_pair_chunk) instead of once per MR rows: the core then spends
+// its vector ports on FMAs / dots (decoding FP8 in registers took about a
+// third of them at M = 4096, bench_linear_float). FP8 on AVX-512 (mixq bench,
+// alternating runs): M = 24 1.14x faster decoded (K = 3072 and 12288), M = 16
+// 7 % slower.
 template <class V, class Tune, Core C, PanelType T>
 void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
   constexpr int J = Tune::panels_for(Tune::kMR);
-  constexpr bool kDecode = C == Core::fma && T != PanelType::f32;
+  // What a decoded chunk holds, and whether this core and type decode.
+  constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
+  constexpr bool kDecode = T != kDecoded;
   for (int64_t mc = 0; mc < m; mc += Tune::kRowChunk) {
     const int64_t mend = std::min(m, mc + Tune::kRowChunk);
     if (!kDecode || mend - mc < Tune::kDecodedRows) {
       row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
       continue;
     }
-    thread_local std::vector<float> decoded;  // J · kStepChunk rows: 48 KiB (AVX-512), 16 KiB (AVX2)
+    thread_local std::vector<float> decoded;  // J · step_chunk() rows of 64 B: 48 / 96 KiB (AVX-512), 16 KiB (AVX2)
     const auto need = static_cast<size_t>(J * (s1 - s0) * 16);  // the K chunk may be longer (kFewRowsStepChunk)
     if (decoded.size() < need) decoded.resize(need);
     Job d = job;
@@ -567,9 +612,12 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
     d.decoded_steps = s1 - s0;
     for (int64_t p = p0; p < p1; p += J) {
       const int64_t end = std::min(p1, p + J);
-      decode_chunk<V, T>(job, p, end, s0, s1, decoded.data());
+      if constexpr (C == Core::fma)
+        decode_chunk<V, T>(job, p, end, s0, s1, decoded.data());
+      else
+        decode_pair_chunk<V, T>(job, p, end, s0, s1, decoded.data());
       d.decoded_p0 = p;
-      row_block<V, Tune, C, PanelType::f32>(d, mc, mend, p, end, s0, s1, first, last);
+      row_block<V, Tune, C, kDecoded>(d, mc, mend, p, end, s0, s1, first, last);
     }
   }
 }
@@ -593,7 +641,7 @@ int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   return p0;
 }
 
-// A thread's panels [p0, p1) over K chunks of kStepChunk steps, in k order
+// A thread's panels [p0, p1) over K chunks of step_chunk() steps, in k order
 // for every output. In place, each K chunk of panels is packed into a
 // per-thread buffer first (pack_steps: on AVX-512 64 k per zmm transpose):
 // with at most one row chunk, one M = 1 tile's panels at a time, walking
@@ -612,8 +660,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     }
   };
   if (!w.in_place()) {
-    const int64_t step_chunk = m < Tune::kMR ? Tune::kFewRowsStepChunk : Tune::kStepChunk;
-    k_chunks(step_chunk, [&](int64_t s0, int64_t s1, bool first, bool last) {
+    k_chunks(m < Tune::kMR ? Tune::kFewRowsStepChunk : step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
       row_chunks<V, Tune, C, T>(job, m, p0, p1, s0, s1, first, last);
     });
     return;
@@ -621,7 +668,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   p0 = rows_in_place<V, Tune, C, T>(job, m, p0, p1);
   if (p0 == p1) return;
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : p1 - p0;
-  const int64_t chunk_bytes = std::min(steps, Tune::kStepChunk) * w.row_bytes();
+  const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * w.row_bytes();
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;
@@ -629,7 +676,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; p += group) {
     const int64_t end = std::min(p1, p + group);
     local.chunk_p0 = p;
-    k_chunks(Tune::kStepChunk, [&](int64_t s0, int64_t s1, bool first, bool last) {
+    k_chunks(step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
       local.chunk_steps = s1 - s0;
       for (int64_t q = p; q < end; ++q) {
         const uint32_t nan_rows =
