@@ -135,7 +135,8 @@ int main(int argc, char** argv) try {
     return 0;
   }
   tunings = keep_picked(tunings, picked);
-  const AlternatingRun run = start_alternating(o, avx512 ? "avx512 float tunings (FMA and vdpbf16ps cores)" : "avx2 float tunings");
+  const AlternatingRun run =
+      start_alternating(o, avx512 ? "avx512 float tunings (FMA and vdpbf16ps cores)" : "avx2 float tunings");
   for (const Format* f : formats) {
     std::vector<FloatTuning> runnable;  // bf16 has no in-place form and no dot core
     for (const FloatTuning& t : tunings)

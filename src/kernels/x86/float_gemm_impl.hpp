@@ -202,8 +202,9 @@ struct FloatIo<Avx512> {
 //  - kGrain: the threads' panel grain; kStepChunk / kRowChunk: the K and row
 //    chunks (kDotStepChunk: the K chunk of the vdpbf16ps core, AVX-512 only,
 //    in k-pair steps: 512 pairs, 1.06-1.12x faster than 256 at M = 4096 on
-//    Zen 5, bench_float_tunings: fewer passes of y's partial sums); kDecodedRows: rows from which a row chunk decodes its panels to
-//    f32 once (decode_chunk);
+//    Zen 5, bench_float_tunings: fewer passes of y's partial sums);
+//    kDecodedRows: rows from which a row chunk decodes its panels once
+//    (decode_chunk, decode_pair_chunk);
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
@@ -328,6 +329,12 @@ template <class V, class Tune, PanelType T>
 constexpr bool kTwoSteps =
     Tune::kTwoSteps && V::kLanes == 16 && (T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8);
 
+// The 16 E8M0 block scales at e (one panel's columns) as 32 f32, each
+// column's twice: the lanes of a k-pair row ([k, k+1] per column).
+inline void e8m0_pair_scales(const uint8_t* e, float* out) {
+  for (int c = 0; c < 16; ++c) out[2 * c] = out[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+}
+
 // Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
 template <class V, class Tune, Core C, PanelType T, int MR, int J>
 void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
@@ -367,8 +374,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
       for (int j = 0; j < J; ++j) {
         const uint8_t* e = w.scales.data() + ((p + j) * w.blocks + blk) * 16;
         if constexpr (C == Core::dot) {
-          for (int c = 0; c < 16; ++c)
-            sc[j * 32 + 2 * c] = sc[j * 32 + 2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+          e8m0_pair_scales(e, sc + j * 32);
         } else {
           F sv[VP];
           block_scales<V, T>(e, sv);
@@ -573,9 +579,7 @@ void decode_pair_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64
     const uint8_t* b = panel_from(job, p, s0);
     for (int64_t s = s0; s < s1; ++s) {
       if (kMx && (s == s0 || s % kBlockSteps == 0)) {
-        const uint8_t* e = w.scales.data() + (p * w.blocks + s / kBlockSteps) * 16;
-        for (int c = 0; c < 16; ++c)
-          sc[2 * c] = sc[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
+        e8m0_pair_scales(w.scales.data() + (p * w.blocks + s / kBlockSteps) * 16, sc);
       }
       _mm512_storeu_si512(out, FloatIo<V>::template fp8_pairs<T != PanelType::e5m2>(b + (s - s0) * row,
                                                                                        kMx ? sc : nullptr));
@@ -660,7 +664,8 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     }
   };
   if (!w.in_place()) {
-    k_chunks(m < Tune::kMR ? Tune::kFewRowsStepChunk : step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
+    const int64_t steps_per_chunk = m < Tune::kMR ? Tune::kFewRowsStepChunk : step_chunk<Tune, C>();
+    k_chunks(steps_per_chunk, [&](int64_t s0, int64_t s1, bool first, bool last) {
       row_chunks<V, Tune, C, T>(job, m, p0, p1, s0, s1, first, last);
     });
     return;
