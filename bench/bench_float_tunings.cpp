@@ -3,8 +3,8 @@
 // K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
 // threshold, and for rows read in place the pack group and prefetch, and
 // the FP8 register transpose (rows, panels side by side, row prefetch),
-// and on AVX-512 the vdpbf16ps core ("dot core": FP8 kinds, the M >= 32
-// choice where the float-dot probe prefers it) with its own variations:
+// and on AVX-512 the vdpbf16ps core ("dot core": FP8 kinds, at every M
+// where the float-dot probe prefers it, e.g. Zen 5) with its own variations:
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants of a core

@@ -20,22 +20,22 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx2() {
   using namespace kernels::x86;
-  return {{"default (packed; M=1 tile 4 panels, prefetch 2 KiB)", false, false, run<Base>},
-          {"M=1 tile of 2 panels", false, false, run<OneRowTile<Base, 2>>},
-          {"M=1 tile of 3 panels", false, false, run<OneRowTile<Base, 3>>},
-          {"6+ rows: K chunk 128 steps", false, false, run<StepChunk<Base, 128>>},
-          {"6+ rows: K chunk 512 steps", false, false, run<StepChunk<Base, 512>>},
-          {"under 6 rows: K chunks of 256 steps, no prefetch (before)", false, false, run<Before<Base>>},
-          {"few rows: no panel prefetch", false, false, run<StreamPrefetch<Base, 0>>},
-          {"few rows: prefetch panels 1 KiB ahead", false, false, run<StreamPrefetch<Base, 1024>>},
-          {"few rows: prefetch panels 4 KiB ahead", false, false, run<StreamPrefetch<Base, 4096>>},
-          {"decoded to f32 from 16 rows", false, false, run<DecodedRows<Base, 16>>},
-          {"decoded to f32 from 48 rows", false, false, run<DecodedRows<Base, 48>>},
-          {"in place (rows packed per K chunk)", true, false, run<Base>},
-          {"in place, M=1 tile of 2 panels", true, false, run<OneRowTile<Base, 2>>},
-          {"in place, M=1 tile of 3 panels", true, false, run<OneRowTile<Base, 3>>},
-          {"in place, K chunk 128 steps", true, false, run<StepChunk<Base, 128>>},
-          {"in place, K chunk 512 steps", true, false, run<StepChunk<Base, 512>>}};
+  return {{"default (packed; M=1 tile 4 panels, prefetch 2 KiB)", false, run<Base>},
+          {"M=1 tile of 2 panels", false, run<OneRowTile<Base, 2>>},
+          {"M=1 tile of 3 panels", false, run<OneRowTile<Base, 3>>},
+          {"6+ rows: K chunk 128 steps", false, run<StepChunk<Base, 128>>},
+          {"6+ rows: K chunk 512 steps", false, run<StepChunk<Base, 512>>},
+          {"under 6 rows: K chunks of 256 steps, no prefetch (before)", false, run<Before<Base>>},
+          {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
+          {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},
+          {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<Base, 4096>>},
+          {"decoded to f32 from 16 rows", false, run<DecodedRows<Base, 16>>},
+          {"decoded to f32 from 48 rows", false, run<DecodedRows<Base, 48>>},
+          {"in place (rows packed per K chunk)", true, run<Base>},
+          {"in place, M=1 tile of 2 panels", true, run<OneRowTile<Base, 2>>},
+          {"in place, M=1 tile of 3 panels", true, run<OneRowTile<Base, 3>>},
+          {"in place, K chunk 128 steps", true, run<StepChunk<Base, 128>>},
+          {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>}};
 }
 
 }  // namespace mixq::bench

@@ -13,10 +13,10 @@ namespace mixq::bench {
 struct FloatTuning {
   const char* name;  // the packed default first, then what differs from it
   bool in_place;     // runs on the stored rows (float_panels_in_place), not on packed panels
-  bool dot;          // the vdpbf16ps core: bf16-pair activations (lda = pair steps), k-pair panels
   // a: f32 values (FMA core) or bf16 pairs (dot core), rows lda apart.
   void (*run)(const void* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,
               const float* bias, float* y);
+  bool dot = false;  // the vdpbf16ps core: bf16-pair activations (lda = pair steps), k-pair panels
 };
 
 std::vector<FloatTuning> float_tunings_avx2();
