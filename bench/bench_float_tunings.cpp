@@ -8,9 +8,9 @@
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants of a core
-// compute the same bits (checked). The FMA core is what M = 1 .. 31 runs on every
-// AVX2 / AVX-512 machine (and every M where the probe prefers it to
-// vdpbf16ps and there are no AMX tiles). Only the GEMM is timed: the
+// compute the same bits (checked). The FMA core is what every AVX2 machine
+// runs, and every AVX-512 one where the probe prefers it to vdpbf16ps (on
+// AMX machines below the tiles' 32 rows). Only the GEMM is timed: the
 // activation is its E4M3 values, prepared once (as f32, and as bf16 pairs
 // for the dot core).
 //
