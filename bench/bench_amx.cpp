@@ -93,7 +93,7 @@ void bf16_block(bool tiled, const uint8_t* a, const uint8_t* b) {
   amx::release();
 }
 
-// ms per call of the FP8 E4M3 GEMM on AMX-BF16 (k-pair panels, bf16
+// ms per call of the FP8 E4M3 GEMM on AMX-BF16 (packed panels, bf16
 // activations ready) for each activation block size, alternating.
 void fp8_blocks(double min_s, int reps) {
   namespace x86 = kernels::x86;
@@ -101,7 +101,7 @@ void fp8_blocks(double min_s, int reps) {
   std::mt19937 rng(2);
   std::vector<uint8_t> codes(static_cast<size_t>(n * k));
   bench::random_e4m3_codes(rng, codes);  // never NaN
-  const x86::FloatPanels w = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k, true);
+  const x86::FloatPanels w = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k);
   std::vector<uint32_t> a_buf(static_cast<size_t>((m + 32) * lda + 16));
   uint32_t* a = a_buf.data() + (16 - reinterpret_cast<uintptr_t>(a_buf.data()) % 64 / 4) % 16;
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);

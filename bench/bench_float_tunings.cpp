@@ -3,14 +3,15 @@
 // K chunks for few and many rows, panel prefetch, row chunk, decoded-rows
 // threshold, and for rows read in place the pack group and prefetch, and
 // the FP8 register transpose (rows, panels side by side, row prefetch),
-// and on AVX-512 the vdpbf16ps core ("dot core": FP8 kinds, at every M
+// and on AVX-512 the vdpbf16ps core ("dot core": FP8 kinds, from 5 rows
 // where the float-dot probe prefers it, e.g. Zen 5) with its own variations:
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants of a core
 // compute the same bits (checked). The FMA core is what every AVX2 machine
 // runs, and every AVX-512 one where the probe prefers it to vdpbf16ps (on
-// AMX machines below the tiles' 32 rows). Only the GEMM is timed: the
+// AMX machines below the tiles' 32 rows), and FP8 layers up to 4 rows
+// where the probe prefers vdpbf16ps. Only the GEMM is timed: the
 // activation is its E4M3 values, prepared once (as f32, and as bf16 pairs
 // for the dot core).
 //
@@ -69,16 +70,14 @@ const Format& format_named(const std::string& name) {
 
 // One stored layer (random rows: FP8 codes never inf or NaN, E8M0 scales 2^-4 ..
 // 2^3, bf16 values of N(0, 1)) and its forms: packed and in place, for the
-// FMA core and (k-pair steps, FP8 kinds) for the dot core.
+// FMA core and (FP8 kinds) the dot core alike.
 struct Layer {
   std::vector<uint8_t> rows, scales;
-  x86::FloatPanels packed, in_place, packed_pairs, in_place_pairs;
-  const x86::FloatPanels& form(const FloatTuning& t) const {
-    return t.dot ? (t.in_place ? in_place_pairs : packed_pairs) : (t.in_place ? in_place : packed);
-  }
+  x86::FloatPanels packed, in_place;
+  const x86::FloatPanels& form(const FloatTuning& t) const { return t.in_place ? in_place : packed; }
 };
 
-std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint32_t seed, bool pairs) {
+std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint32_t seed) {
   auto l = std::make_unique<Layer>();
   std::mt19937 rng(seed);
   l->rows.resize(static_cast<size_t>(n * k * f.element_bytes));
@@ -102,12 +101,8 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
     scales = l->scales.data();
   }
   const int64_t row_bytes = k * f.element_bytes;
-  l->packed = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, false, scales);
-  if (f.in_place) l->in_place = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, false, scales);
-  if (pairs) {
-    l->packed_pairs = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, true, scales);
-    l->in_place_pairs = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, true, scales);
-  }
+  l->packed = x86::pack_panels(f.type, l->rows.data(), row_bytes, n, k, scales);
+  if (f.in_place) l->in_place = x86::float_panels_in_place(f.type, l->rows.data(), row_bytes, n, k, scales);
   return l;
 }
 
@@ -149,7 +144,7 @@ int main(int argc, char** argv) try {
         const int copies = m <= 16 ? ring_copies(stored) : 1;
         std::vector<std::unique_ptr<Layer>> layers;
         for (int c = 0; c < copies; ++c)
-          layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1), pairs));
+          layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1)));
         const std::vector<float> x = random_activations(m * k);
         std::vector<float> a(x.size());  // the activation as its E4M3 values (what W8A8 FP8 layers run)
         (avx512 ? x86::prepare_f32_avx512 : x86::prepare_f32_avx2)(x.data(), m, k, k, x86::ActPrep::e4m3, 1.0f,

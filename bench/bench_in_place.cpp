@@ -77,8 +77,8 @@ std::unique_ptr<Layer> fp8_layer(int64_t k, int64_t n, uint32_t seed, const std:
   l->codes.resize(static_cast<size_t>(n * k));
   random_e4m3_codes(rng, l->codes);
   auto w = std::make_shared<std::pair<x86::FloatPanels, x86::FloatPanels>>(
-      x86::pack_panels(x86::PanelType::e4m3, l->codes.data(), k, n, k, false),
-      x86::float_panels_in_place(x86::PanelType::e4m3, l->codes.data(), k, n, k, false));
+      x86::pack_panels(x86::PanelType::e4m3, l->codes.data(), k, n, k),
+      x86::float_panels_in_place(x86::PanelType::e4m3, l->codes.data(), k, n, k));
   const int64_t m = static_cast<int64_t>(a.size()) / k;
   l->forward = [w, &a, k, m](bool in_place, float* y) {
     (avx512() ? x86::float_gemm_avx512 : x86::float_gemm_avx2)(a.data(), k, m, in_place ? w->second : w->first,

@@ -110,7 +110,7 @@ TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
 // the final alpha/bias roundings). The weights are exact in every panel type
 // (decoded in registers), and avx512's bf16 core gets bf16 activations, so
 // the summation order is the only difference from the reference. The bf16
-// core takes the FP8 kinds (k-pair panels), the FMA cores every type.
+// core takes the FP8 kinds, the FMA cores every type.
 TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
   struct Shape { int64_t n, k; };
   using T = x86::PanelType;
@@ -120,7 +120,7 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
     for (Shape s : {Shape{16, 64}, Shape{37, 70}, Shape{50, 3}, Shape{49, 600}, Shape{100, 17}}) {
       const StoredWeight sw = stored_weight(type, s.n, s.k, 9 + s.k);
       const int64_t k = sw.k;  // mxfp8: padded to 32
-      const x86::FloatPanels panels = sw.pack(avx512());
+      const x86::FloatPanels panels = sw.pack();
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 3, 0.5f);
       for (int64_t m : kRows) {
         std::vector<float> x = random_floats(static_cast<size_t>(m * k), 77 + m, 1.0f);
@@ -130,8 +130,8 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
         std::vector<float> want(static_cast<size_t>(m * s.n)), got(want.size());
         kernels::ref::linear_f32(x.data(), m, k, sw.value.data(), s.n, nullptr, want.data());
         if (avx512()) {
-          std::vector<uint32_t> a(static_cast<size_t>(m * panels.steps));
-          x86::prepare_bf16_avx512(x.data(), m, k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+          std::vector<uint32_t> a(static_cast<size_t>(m * panels.pair_steps()));
+          x86::prepare_bf16_avx512(x.data(), m, k, panels.pair_steps(), x86::ActPrep::round, 1.0f, a.data());
           x86::float_gemm_avx512_bf16(a.data(), m, panels, alpha, bias.data(), got.data());
         } else {
           gemm_f32(x.data(), k, m, panels, alpha, bias.data(), got.data());
@@ -159,18 +159,54 @@ TEST_P(FloatKernels, DotCoreDecodedChunksEqualTheRegisterPath) {
   for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
     const StoredWeight sw = stored_weight(type, 37, 1100, 21);  // N remainder, K across 2 chunks of 512 pairs
     const int64_t k = sw.k;
-    const x86::FloatPanels panels = sw.pack(true);
+    const x86::FloatPanels panels = sw.pack();
     const std::vector<float> bias = random_floats(37, 4, 0.5f);
     for (int64_t m : {24, 33, 257}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 91 + m, 1.0f);
-      std::vector<uint32_t> a(static_cast<size_t>(m * panels.steps));
-      x86::prepare_bf16_avx512(x.data(), m, k, panels.steps, x86::ActPrep::round, 1.0f, a.data());
+      const int64_t pairs = panels.pair_steps();
+      std::vector<uint32_t> a(static_cast<size_t>(m * pairs));
+      x86::prepare_bf16_avx512(x.data(), m, k, pairs, x86::ActPrep::round, 1.0f, a.data());
       std::vector<float> whole(static_cast<size_t>(m * 37)), few(whole.size());
       x86::float_gemm_avx512_bf16(a.data(), m, panels, 0.75f, bias.data(), whole.data());
       for (int64_t r = 0; r < m; r += 5)  // 5 rows: under kDecodedRows
-        x86::float_gemm_avx512_bf16(a.data() + r * panels.steps, std::min<int64_t>(5, m - r), panels, 0.75f,
+        x86::float_gemm_avx512_bf16(a.data() + r * pairs, std::min<int64_t>(5, m - r), panels, 0.75f,
                                     bias.data(), few.data() + r * 37);
       expect_bits_equal(whole, few, (std::string(type_name(type)) + " m=" + std::to_string(m)).c_str());
+    }
+  }
+}
+
+// The bf16 core reads an odd K's last pair from the zero row after the
+// codes: packed panels store it, and read in place each K chunk's packing
+// writes it. Run in place right after a weight of E5M2 inf codes (whose K
+// chunks leave inf in the per-thread pack buffers, and inf·0 is NaN), the
+// GEMM gives the packed panels' bits, in registers and decoded per chunk.
+TEST_P(FloatKernels, DotCoreReadsAnOddKInPlaceAsPacked) {
+  if (!avx512()) GTEST_SKIP() << "the vdpbf16ps core only";
+  using T = x86::PanelType;
+  const int64_t n = 37;
+  for (int64_t k : {63, 1101}) {
+    std::vector<uint8_t> inf(static_cast<size_t>(n * (k + 1)), 0x7C), codes(static_cast<size_t>(n * k));
+    std::mt19937 rng(static_cast<uint32_t>(k));
+    for (uint8_t& c : codes) {
+      c = static_cast<uint8_t>(rng());
+      if ((c & 0x7C) == 0x7C) c &= 0xBF;  // inf / NaN: exponent 15 instead of 31
+    }
+    const x86::FloatPanels poison = x86::float_panels_in_place(T::e5m2, inf.data(), k + 1, n, k + 1);
+    const x86::FloatPanels in_place = x86::float_panels_in_place(T::e5m2, codes.data(), k, n, k);
+    const x86::FloatPanels packed = x86::pack_panels(T::e5m2, codes.data(), k, n, k);
+    const int64_t pairs = packed.pair_steps();
+    ASSERT_EQ(poison.pair_steps(), pairs);
+    for (int64_t m : {1, 8, 30}) {
+      const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 13 + m, 1.0f);
+      std::vector<uint32_t> a(static_cast<size_t>(m * pairs));
+      x86::prepare_bf16_avx512(x.data(), m, k, pairs, x86::ActPrep::round, 1.0f, a.data());
+      std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+      x86::float_gemm_avx512_bf16(a.data(), m, poison, 1.0f, nullptr, got.data());
+      x86::float_gemm_avx512_bf16(a.data(), m, in_place, 1.0f, nullptr, got.data());
+      x86::float_gemm_avx512_bf16(a.data(), m, packed, 1.0f, nullptr, want.data());
+      for (float v : want) ASSERT_TRUE(std::isfinite(v));
+      expect_bits_equal(want, got, ("k=" + std::to_string(k) + " m=" + std::to_string(m)).c_str());
     }
   }
 }
@@ -188,7 +224,7 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
     for (T type : {T::e4m3, T::e5m2, T::bf16, T::mxfp8}) {
       const StoredWeight sw = stored_weight(type, s.n, s.k, 5 + s.k);
       const int64_t k = sw.k;
-      const x86::FloatPanels panels = sw.pack(false);
+      const x86::FloatPanels panels = sw.pack();
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 8, 0.5f);
       const x86::ActPrep prep = type == T::e4m3   ? x86::ActPrep::e4m3
                                 : type == T::e5m2 ? x86::ActPrep::e5m2
@@ -238,14 +274,14 @@ TEST_P(FloatKernels, DecodedWeightsAreExactForEveryCode) {
       for (bool in_place : {false, true}) {
       const uint8_t* block_scales = type == T::mxfp8 ? scales.data() : nullptr;
       const x86::FloatPanels panels = in_place
-                                          ? x86::float_panels_in_place(type, codes.data(), k, n, k, avx512(), block_scales)
-                                          : x86::pack_panels(type, codes.data(), k, n, k, avx512(), block_scales);
+                                          ? x86::float_panels_in_place(type, codes.data(), k, n, k, block_scales)
+                                          : x86::pack_panels(type, codes.data(), k, n, k, block_scales);
       std::vector<float> x(static_cast<size_t>(k), 0.0f), got(static_cast<size_t>(n), -1.0f);
       x[0] = 1.0f;
       for (float alpha : {1.0f, 0.5f}) {
         if (avx512()) {
-          std::vector<uint32_t> a(static_cast<size_t>(panels.steps));
-          x86::prepare_bf16_avx512(x.data(), 1, k, panels.steps, x86::ActPrep::none, 1.0f, a.data());
+          std::vector<uint32_t> a(static_cast<size_t>(panels.pair_steps()));
+          x86::prepare_bf16_avx512(x.data(), 1, k, panels.pair_steps(), x86::ActPrep::none, 1.0f, a.data());
           x86::float_gemm_avx512_bf16(a.data(), 1, panels, alpha, nullptr, got.data());
         } else {
           gemm_f32(x.data(), k, 1, panels, alpha, nullptr, got.data());
@@ -278,7 +314,7 @@ TEST_P(FloatKernels, SixteenBitPanelsDecodeEveryPattern) {
     const int64_t n = 65536;
     std::vector<uint16_t> bits(static_cast<size_t>(n));
     for (int64_t c = 0; c < n; ++c) bits[c] = static_cast<uint16_t>(c);
-    const x86::FloatPanels panels = x86::pack_panels(type, bits.data(), 2, n, 1, false);
+    const x86::FloatPanels panels = x86::pack_panels(type, bits.data(), 2, n, 1);
     const float x = 1.0f;
     std::vector<float> got(static_cast<size_t>(n));
     gemm_f32(&x, 1, 1, panels, 1.0f, nullptr, got.data());
@@ -307,11 +343,11 @@ TEST(KernelsFloat, PackedRowsAreHandedOverOnceAndNotReadAgain) {
       std::mt19937 rng(static_cast<uint32_t>(n + eb));
       for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);
       w[static_cast<size_t>((n - 1) * row_bytes)] = 0x7F;  // an E4M3 NaN in the last row
-      const x86::FloatPanels want = x86::pack_panels(type, w.data(), row_bytes, n, k, false);
+      const x86::FloatPanels want = x86::pack_panels(type, w.data(), row_bytes, n, k);
       std::vector<uint8_t> scratch = w;
       std::mutex lock;
       std::vector<int> handed(static_cast<size_t>(n), 0);
-      const x86::FloatPanels got = x86::pack_panels(type, scratch.data(), row_bytes, n, k, false, nullptr,
+      const x86::FloatPanels got = x86::pack_panels(type, scratch.data(), row_bytes, n, k, nullptr,
                                                     [&](int64_t r0, int64_t r1) {
                                                       ASSERT_LE(r1 - r0, 64 * 16);
                                                       std::lock_guard<std::mutex> hold(lock);
@@ -326,23 +362,26 @@ TEST(KernelsFloat, PackedRowsAreHandedOverOnceAndNotReadAgain) {
 }
 
 // Panels hold the stored bytes: 1 per FP8 weight, 2 per bf16 / f16, 4 per
-// f32, 1 + 1/32 per MXFP8 weight (N a multiple of 16: no column padding).
+// f32, 1 + 1/32 per MXFP8 weight (N a multiple of 16: no column padding;
+// an odd K's FP8 panels one zero row more, which the bf16 core reads as the
+// last pair's second half).
 TEST(KernelsFloat, PanelsKeepTheStoredWidth) {
   const int64_t n = 64, k = 128;
   std::vector<uint8_t> bytes(static_cast<size_t>(n * k * 4), 0x11), scales(static_cast<size_t>(n * k / 32), 127);
   using T = x86::PanelType;
-  EXPECT_EQ(x86::pack_panels(T::e4m3, bytes.data(), k, n, k, false).bytes(), n * k);
-  EXPECT_EQ(x86::pack_panels(T::e5m2, bytes.data(), k, n, k, true).bytes(), n * k);
-  EXPECT_EQ(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k, false).bytes(), 2 * n * k);
-  EXPECT_EQ(x86::pack_panels(T::f16, bytes.data(), 2 * k, n, k, false).bytes(), 2 * n * k);
-  EXPECT_EQ(x86::pack_panels(T::f32, bytes.data(), 4 * k, n, k, false).bytes(), 4 * n * k);
-  EXPECT_EQ(x86::pack_panels(T::mxfp8, bytes.data(), k, n, k, false, scales.data()).bytes(), n * k + n * k / 32);
+  EXPECT_EQ(x86::pack_panels(T::e4m3, bytes.data(), k, n, k).bytes(), n * k);
+  EXPECT_EQ(x86::pack_panels(T::e5m2, bytes.data(), k, n, k).bytes(), n * k);
+  EXPECT_EQ(x86::pack_panels(T::e5m2, bytes.data(), k, n, k - 1).bytes(), n * k);
+  EXPECT_EQ(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k - 1).bytes(), 2 * n * (k - 1));
+  EXPECT_EQ(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k).bytes(), 2 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::f16, bytes.data(), 2 * k, n, k).bytes(), 2 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::f32, bytes.data(), 4 * k, n, k).bytes(), 4 * n * k);
+  EXPECT_EQ(x86::pack_panels(T::mxfp8, bytes.data(), k, n, k, scales.data()).bytes(), n * k + n * k / 32);
   std::vector<uint8_t> e4m3_scales(static_cast<size_t>(n * k / 16), 0x38);
-  EXPECT_EQ(x86::pack_panels(T::nvfp4, bytes.data(), k / 2, n, k, false, e4m3_scales.data()).bytes(),
+  EXPECT_EQ(x86::pack_panels(T::nvfp4, bytes.data(), k / 2, n, k, e4m3_scales.data()).bytes(),
             n * k / 2 + n * k / 16);
-  EXPECT_THROW(x86::pack_panels(T::bf16, bytes.data(), 2 * k, n, k, true), Error);       // pairs: FP8 only
-  EXPECT_THROW(x86::pack_panels(T::mxfp8, bytes.data(), k, n, 48, false, scales.data()), Error);  // K % 32
-  EXPECT_THROW(x86::pack_panels(T::f32, bytes.data(), 4 * k - 1, n, k, false), Error);  // short rows
+  EXPECT_THROW(x86::pack_panels(T::mxfp8, bytes.data(), k, n, 48, scales.data()), Error);  // K % 32
+  EXPECT_THROW(x86::pack_panels(T::f32, bytes.data(), 4 * k - 1, n, k), Error);  // short rows
 }
 
 // The selection point: forcing works both ways, the automatic choice follows

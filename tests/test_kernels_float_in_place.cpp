@@ -61,7 +61,7 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
         }
       const uint8_t* block_scales = type == T::mxfp8 ? exponents.data() : nullptr;
       const x86::FloatPanels panels =
-          x86::float_panels_in_place(type, codes.data(), row_bytes, s.n, k, false, block_scales);
+          x86::float_panels_in_place(type, codes.data(), row_bytes, s.n, k, block_scales);
       const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 9, 0.5f);
       const x86::ActPrep fp8_prep = type == T::e5m2 ? x86::ActPrep::e5m2
                                     : type == T::e4m3 ? x86::ActPrep::e4m3
@@ -99,7 +99,7 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
         special_value[r * k + c] = type == T::mxfp8 ? v * e8m0_to_f32(exponents[r * blocks + c / 32]) : v;
       }
       const x86::FloatPanels special_panels =
-          x86::float_panels_in_place(type, special_codes.data(), row_bytes, s.n, k, false, block_scales);
+          x86::float_panels_in_place(type, special_codes.data(), row_bytes, s.n, k, block_scales);
       for (int64_t m : {1, 3}) {
         const std::vector<float> a = random_floats(static_cast<size_t>(m * k), 11, 1.0f);
         std::vector<float> got(static_cast<size_t>(m * s.n));
@@ -120,64 +120,63 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
 }
 
 // The FP8 panel layout (float_gemm.hpp), byte by byte, on any CPU: element
-// (row r, k c) of panel r/16 sits at step c, byte r%16 (single steps) or step
-// c/2, bytes 2·(r%16) + c%2 (k-pair steps); padding is 0. Shapes cover whole
-// 16x16 blocks, a k tail, an odd K with pairs, and a partial last panel. Also
+// (row r, k c) of panel r/16 sits at step c, byte r%16; padding (columns past
+// N, the row after an odd K) is 0. Shapes cover whole 16x16 blocks, a k
+// tail, odd K, and a partial last panel. Also
 // the NaN column list, with NaN codes inside a block and in the k tail. The
 // AVX-512 packer (64 k per zmm transpose) must give the same bytes and NaN
 // rows for every chunk, K from 130 covering whole 64-k blocks and their tail.
 TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
   using T = x86::PanelType;
   const bool zmm = testing::kernel_path("float_gemm:pack_avx512", kernels::Isa::avx512);
-  for (bool pairs : {false, true})
-    for (int64_t n : {16, 37, 64})
-      for (int64_t k : {16, 48, 41, 7, 130, 256}) {
-        std::vector<uint8_t> w(static_cast<size_t>(n * k));
-        std::mt19937 rng(static_cast<uint32_t>(n * 1000 + k + pairs));
-        for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);  // 0x00-0x7E: no NaN yet
-        const std::vector<int64_t> nan_rows = {3, 5, n - 1};
-        w[static_cast<size_t>(3 * k + k / 2)] = 0xFF;
-        w[static_cast<size_t>(5 * k + std::min<int64_t>(10, k - 1))] = 0x7F;
-        w[static_cast<size_t>((n - 1) * k + k - 1)] = 0x7F;
-        const x86::FloatPanels p = x86::pack_panels(T::e4m3, w.data(), k, n, k, pairs);
-        const int64_t row = p.row_bytes();
-        std::vector<uint8_t> want(static_cast<size_t>(p.panels * p.steps * row), 0);
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t c = 0; c < k; ++c) {
-            const int64_t step = pairs ? c / 2 : c, at = pairs ? 2 * (r % 16) + c % 2 : r % 16;
-            want[static_cast<size_t>(((r / 16) * p.steps + step) * row + at)] = w[static_cast<size_t>(r * k + c)];
-          }
-        ASSERT_EQ(p.data.size(), want.size());
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(p.data[i], want[i]) << "pairs " << pairs << " n=" << n << " k=" << k << " byte " << i;
-        EXPECT_EQ(p.nan_columns, nan_rows) << "pairs " << pairs << " n=" << n << " k=" << k;
-        // Read in place, every step range the GEMM packs (K chunks of any
-        // length, from any step) comes out as the same bytes.
-        // The NaN rows come back from the chunks that hold them.
-        const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k, pairs);
-        EXPECT_TRUE(in_place.data.empty());
-        EXPECT_TRUE(in_place.nan_columns.empty());
-        for (bool avx512 : {false, true})
-          for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{70}, p.steps}) {
-            if (avx512 && !zmm) continue;
-            std::vector<int64_t> found;
-            for (int64_t panel = 0; panel < p.panels; ++panel)
-              for (int64_t s0 = 0; s0 < p.steps; s0 += chunk) {
-                const int64_t s1 = std::min(p.steps, s0 + chunk);
-                std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
-                const uint32_t nan = (avx512 ? x86::pack_panel_steps_avx512 : x86::pack_panel_steps)(
-                    in_place, panel, s0, s1, got.data());
-                for (int64_t j = 0; j < 16; ++j)
-                  if (nan >> j & 1u) found.push_back(panel * 16 + j);
-                ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
-                    << "in place, avx512 " << avx512 << ": pairs " << pairs << " n=" << n << " k=" << k
-                    << " panel " << panel << " steps " << s0 << ".." << s1;
-              }
-            std::sort(found.begin(), found.end());  // found chunk by chunk, in k order
-            EXPECT_EQ(found, nan_rows) << "in place, avx512 " << avx512 << ", chunks of " << chunk << ": pairs "
-                                       << pairs << " n=" << n << " k=" << k;
-          }
-      }
+  for (int64_t n : {16, 37, 64})
+    for (int64_t k : {16, 48, 41, 7, 130, 256}) {
+      std::vector<uint8_t> w(static_cast<size_t>(n * k));
+      std::mt19937 rng(static_cast<uint32_t>(n * 1000 + k));
+      for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);  // 0x00-0x7E: no NaN yet
+      const std::vector<int64_t> nan_rows = {3, 5, n - 1};
+      w[static_cast<size_t>(3 * k + k / 2)] = 0xFF;
+      w[static_cast<size_t>(5 * k + std::min<int64_t>(10, k - 1))] = 0x7F;
+      w[static_cast<size_t>((n - 1) * k + k - 1)] = 0x7F;
+      const x86::FloatPanels p = x86::pack_panels(T::e4m3, w.data(), k, n, k);
+      const int64_t row = p.row_bytes();
+      ASSERT_EQ(row, 16);
+      ASSERT_EQ(p.steps, k + k % 2);  // an odd K: one zero row more
+      std::vector<uint8_t> want(static_cast<size_t>(p.panels * p.steps * row), 0);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c)
+          want[static_cast<size_t>(((r / 16) * p.steps + c) * row + r % 16)] = w[static_cast<size_t>(r * k + c)];
+      ASSERT_EQ(p.data.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(p.data[i], want[i]) << "n=" << n << " k=" << k << " byte " << i;
+      EXPECT_EQ(p.nan_columns, nan_rows) << "n=" << n << " k=" << k;
+      // Read in place, every step range the GEMM packs (K chunks of any
+      // length, from any step) comes out as the same bytes.
+      // The NaN rows come back from the chunks that hold them.
+      const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k);
+      EXPECT_TRUE(in_place.data.empty());
+      EXPECT_TRUE(in_place.nan_columns.empty());
+      for (bool avx512 : {false, true})
+        for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{70}, k}) {
+          if (avx512 && !zmm) continue;
+          std::vector<int64_t> found;
+          for (int64_t panel = 0; panel < p.panels; ++panel)
+            for (int64_t s0 = 0; s0 < k; s0 += chunk) {
+              const int64_t s1 = std::min(k, s0 + chunk);
+              std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
+              // Asked past K, only rows below K are written.
+              const uint32_t nan = (avx512 ? x86::pack_panel_steps_avx512 : x86::pack_panel_steps)(
+                  in_place, panel, s0, s1 == k ? k + 1 : s1, got.data());
+              for (int64_t j = 0; j < 16; ++j)
+                if (nan >> j & 1u) found.push_back(panel * 16 + j);
+              ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
+                  << "in place, avx512 " << avx512 << ": n=" << n << " k=" << k
+                  << " panel " << panel << " steps " << s0 << ".." << s1;
+            }
+          std::sort(found.begin(), found.end());  // found chunk by chunk, in k order
+          EXPECT_EQ(found, nan_rows) << "in place, avx512 " << avx512 << ", chunks of " << chunk << ": n=" << n
+                                     << " k=" << k;
+        }
+    }
 }
 }  // namespace
 }  // namespace mixq

@@ -1,12 +1,14 @@
 // Float-family Linear layers built through the format records (quantize random
 // weights -> layer -> Linear::create), on every ISA path this CPU runs, and
 // on avx512 and amx with each float dot forced (kernels::set_float_dot:
-// vdpbf16ps "avx512_bf16" or the f32-FMA core "avx512_fma"):
+// vdpbf16ps "avx512_bf16+avx512_fma", the FMA core up to 4 rows, or the
+// f32-FMA core "avx512_fma"):
 //  1. the selected fast kernel against `--kernel ref` (NVFP4 W4A4 bit exact on
-//     every path; FP8 bit exact on the FMA cores (avx2, avx512_fma, and
-//     amx_bf16+avx512_fma under 32 rows), whose f32 FMA chain is the
-//     reference's; otherwise within the fp32 summation bound: full-precision
-//     layers keep x in f32 on every path), and which kernel each path picks;
+//     every path; FP8 bit exact wherever the FMA cores run (avx2, avx512_fma,
+//     the FMA rows of avx512_bf16+avx512_fma, amx_bf16+ under 32 rows)),
+//     whose f32 FMA chain is the reference's; otherwise within the fp32
+//     summation bound: full-precision layers keep x in f32 on every path),
+//     and which kernel each path picks;
 //  2. each format against a plain f32 linear over its dequantized weight,
 //     within the quantization error measured for that format (see kQuantError).
 #include <gtest/gtest.h>
@@ -30,7 +32,10 @@ namespace {
 
 using testing::random_floats;
 
-const int64_t kRows[] = {1, 2, 3, 7, 16, 33, 64, 257};
+const int64_t kRows[] = {1, 2, 3, 4, 5, 7, 16, 33, 64, 257};
+// Rows up to which FP8 runs the FMA core where vdpbf16ps is chosen
+// (FloatGemm::kFmaRows).
+const int64_t kFmaRowsUnderDot = 4;
 
 struct Case {
   const char* format;  // nullptr = the unquantized record
@@ -123,15 +128,17 @@ std::string expected_kernel(bool w4a4, bool unquantized, bool full_precision) {
   // run the FMA core; FP8 / MXFP8 on an AMX machine run AMX-BF16 tiles from
   // 32 rows and the float dot in force below.
   if (unquantized || full_precision) return "avx512_fma";
-  const std::string dot = kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16";
+  const std::string dot =
+      kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16+avx512_fma";
   return isa == kernels::Isa::amx ? "amx_bf16+" + dot : dot;
 }
 
 TEST_P(LinearFloatIsa, FastMatchesReference) {
   const bool avx2 = GetParam().isa == kernels::Isa::avx2;
-  const bool fma_dot = GetParam().isa >= kernels::Isa::avx512 && GetParam().dot == kernels::FloatDot::fma;
+  const bool avx512 = GetParam().isa >= kernels::Isa::avx512;
+  const bool fma_dot = GetParam().dot == kernels::FloatDot::fma;
   // Isa::amx runs FP8 on bf16 tiles from 32 rows (the summation-order bound
-  // below), on the float dot's core under that (the FMA core: bit for bit).
+  // below), on the float dot's cores under that (the FMA core: bit for bit).
   const bool amx = GetParam().isa == kernels::Isa::amx;
   for (const Case& c : kCases) {
     SCOPED_TRACE(name_of(c));
@@ -147,7 +154,7 @@ TEST_P(LinearFloatIsa, FastMatchesReference) {
     EXPECT_EQ(fast->in_features(), c.k);
     EXPECT_EQ(fast->out_features(), c.n);
     for (int64_t m : kRows) {
-      const bool fma_core = avx2 || (fma_dot && !(amx && m >= 32));
+      const bool fma_core = avx2 || (avx512 && !(amx && m >= 32) && (fma_dot || m <= kFmaRowsUnderDot));
       const std::vector<float> x = random_floats(static_cast<size_t>(m * c.k), 500 + m, 1.0f);
       const std::vector<float> yf = run(*fast, x, m), yr = run(*ref, x, m);
       for (int64_t r = 0; r < m; ++r)
@@ -208,7 +215,7 @@ TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
     kernels::set_float_dot(kernels::FloatDot::fma);
     EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16+avx512_fma");
     kernels::set_float_dot(kernels::FloatDot::bf16);
-    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16+avx512_bf16");
+    EXPECT_EQ(Linear::create(s->layer)->kernel_name(), "amx_bf16+avx512_bf16+avx512_fma");
   }
   kernels::set_isa(kernels::Isa::avx512);
   kernels::set_float_dot(kernels::FloatDot::bf16);
@@ -217,10 +224,10 @@ TEST(LinearFloat, KernelNameFollowsTheFloatDotChoice) {
   auto fm = Linear::create(s->layer);
   kernels::set_float_dot(std::nullopt);
   auto automatic = Linear::create(s->layer);
-  EXPECT_EQ(bf->kernel_name(), "avx512_bf16");
+  EXPECT_EQ(bf->kernel_name(), "avx512_bf16+avx512_fma");
   EXPECT_EQ(fm->kernel_name(), "avx512_fma");
   EXPECT_EQ(automatic->kernel_name(),
-            kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16");
+            kernels::float_dot() == kernels::FloatDot::fma ? "avx512_fma" : "avx512_bf16+avx512_fma");
   kernels::set_isa(kernels::best_isa());
   kernels::set_float_dot(std::nullopt);
 }

@@ -59,7 +59,7 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"in place, FP8 in registers: row prefetch 256 B", true, run<InPlaceRowPrefetch<Base, 256>>},
           {"in place, FP8 in registers: row prefetch 1 KiB", true, run<InPlaceRowPrefetch<Base, 1024>>},
           {"in place, FP8 in registers: row prefetch 2 KiB", true, run<InPlaceRowPrefetch<Base, 2048>>},
-          // The vdpbf16ps core (FP8 kinds; every M where the float-dot probe
+          // The vdpbf16ps core (FP8 kinds; from 5 rows where the float-dot probe
           // picks it, below the AMX tiles' 32 rows on AMX machines).
           {"dot core (vdpbf16ps)", false, dot<Base>, true},
           {"dot core: decoded in registers at every M, K chunk 256 (before)", false,

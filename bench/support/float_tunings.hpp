@@ -16,7 +16,7 @@ struct FloatTuning {
   // a: f32 values (FMA core) or bf16 pairs (dot core), rows lda apart.
   void (*run)(const void* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,
               const float* bias, float* y);
-  bool dot = false;  // the vdpbf16ps core: bf16-pair activations (lda = pair steps), k-pair panels
+  bool dot = false;  // the vdpbf16ps core: bf16-pair activations (lda = pair steps), FP8 panels
 };
 
 std::vector<FloatTuning> float_tunings_avx2();

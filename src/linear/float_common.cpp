@@ -57,13 +57,12 @@ FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w,
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
   const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
   // AMX machines run FP8 / MXFP8 on bf16 tiles from kAmxRows rows up, and
-  // below that the core the FMA / vdpbf16ps probe picks, on its own panel
-  // layout (the AMX kernel pairs one-k panels as it decodes them).
+  // below that the core the FMA / vdpbf16ps probe picks (fma_rows); every
+  // core reads the same panels.
   amx_ = path == FastPath::avx512 && fp8 && !f32_activations && kernels::active_isa() >= kernels::Isa::amx;
   fma_ = path == FastPath::avx512 && (!fp8 || f32_activations || kernels::float_dot() == kernels::FloatDot::fma);
-  const bool pairs = path == FastPath::avx512 && !fma_;  // the vdpbf16ps core reads k-pairs
   if (in_place) {
-    panels_ = x86::float_panels_in_place(type, w, row_bytes, n, k, pairs, block_scales);
+    panels_ = x86::float_panels_in_place(type, w, row_bytes, n, k, block_scales);
     return;
   }
   const auto* rows = static_cast<const std::byte*>(w);
@@ -72,7 +71,11 @@ FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w,
     rows_packed = [&](int64_t r0, int64_t r1) {
       MappedFile::release_pages({rows + r0 * row_bytes, static_cast<size_t>((r1 - r0) * row_bytes)});
     };
-  panels_ = x86::pack_panels(type, w, row_bytes, n, k, pairs, block_scales, rows_packed);
+  panels_ = x86::pack_panels(type, w, row_bytes, n, k, block_scales, rows_packed);
+}
+
+bool FloatGemm::fma_rows(int64_t m) const {
+  return path_ != FastPath::avx512 || fma_ || m <= kFmaRows;
 }
 
 void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep prep, float inv_scale,
@@ -80,7 +83,7 @@ void FloatGemm::run(const float* x, int64_t m, int64_t k, kernels::x86::ActPrep 
   namespace x86 = kernels::x86;
   const x86::FloatPanels& w = panels_;
   const bool tiles = amx_ && m >= kAmxRows;
-  if (tiles || (path_ == FastPath::avx512 && !fma_)) {
+  if (tiles || !fma_rows(m)) {
     if (prep == x86::ActPrep::round)
       fail("float gemm: a full-precision layer must be packed with f32_activations (x stays f32)");
     // AMX tiles: rows of a multiple of 16 pairs in the A tile layout,

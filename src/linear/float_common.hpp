@@ -57,12 +57,14 @@ class FloatGemm {
             bool f32_activations, const uint8_t* block_scales = nullptr, bool release_rows = false,
             bool in_place = false);
   bool ready() const { return path_ != FastPath::none; }
-  // "avx512_bf16", "avx512_fma" or "avx2"; on an AMX machine
-  // "amx_bf16+avx512_fma" or "amx_bf16+avx512_bf16" (tiles from kAmxRows
-  // rows, that core below).
+  // The cores from the most rows down: "avx512_fma" or "avx2"; with
+  // vdpbf16ps chosen "avx512_bf16+avx512_fma" (the FMA core for the few
+  // rows fma_rows() names); on an AMX machine "amx_bf16+" before either
+  // (tiles from kAmxRows rows).
   std::string_view name() const {
-    if (amx_) return fma_ ? "amx_bf16+avx512_fma" : "amx_bf16+avx512_bf16";
-    return path_ == FastPath::avx512 ? (fma_ ? "avx512_fma" : "avx512_bf16") : "avx2";
+    if (path_ != FastPath::avx512) return "avx2";
+    if (amx_) return fma_ ? "amx_bf16+avx512_fma" : "amx_bf16+avx512_bf16+avx512_fma";
+    return fma_ ? "avx512_fma" : "avx512_bf16+avx512_fma";
   }
   // y [m, n] = alpha·(prep(x)·Wᵀ) + bias for x [m, k] (k <= the packed K;
   // missing columns are zeros). prep `round` marks full-precision layers: x
@@ -74,11 +76,20 @@ class FloatGemm {
 
  private:
   FastPath path_ = FastPath::none;
-  bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps (one-k panels)
+  bool fma_ = false;  // avx512: the FMA core instead of vdpbf16ps
   bool amx_ = false;  // FP8 / MXFP8 on an AMX machine: bf16 tiles from kAmxRows rows
   // Rows from which the AMX core runs (below: the core fma_ names, on the
   // same panels; the weights' read bounds those few rows anyway).
   static constexpr int64_t kAmxRows = 32;
+  // Whether m rows run the FMA core (else vdpbf16ps or AMX tiles). Where
+  // vdpbf16ps is chosen (Zen 5), FP8 still runs the FMA core up to kFmaRows
+  // rows, packed or read in place alike (so both give the same bits): read
+  // in place, 1-4 rows ran 1.3-1.4x faster on it than on vdpbf16ps (its rows
+  // transposed in registers); packed, 1-2 rows 1.25x faster, 3-4 rows
+  // 1.1-1.2x slower (bench_float_tunings; BENCHMARKS.md, "Issue 14 on Zen 5").
+  // A checkpoint's FP8 layers are read in place.
+  bool fma_rows(int64_t m) const;
+  static constexpr int64_t kFmaRows = 4;
   kernels::x86::FloatPanels panels_;
 };
 

@@ -5,10 +5,12 @@
 // weight): the fast paths read the codes in place from a mapped file (or
 // repack a caller's buffer) into panels, a K chunk at a time, and decode
 // them in the kernel (kernels/x86/float_gemm.hpp). On avx512 the measured faster
-// instruction (kernels::float_dot) runs them: "avx512_bf16" produces the
-// quantized activation directly as bf16 values and runs vdpbf16ps with fp32
-// accumulation; "avx512_fma" (and "avx2") run f32 FMAs on the f32 quantized
-// activation (exact products, k order: the reference's sums bit for bit).
+// instruction (kernels::float_dot) runs them: "avx512_bf16+avx512_fma"
+// produces the quantized activation directly as bf16 values and runs
+// vdpbf16ps with fp32 accumulation from 5 rows, the FMA core below (memory
+// bound there, and faster); "avx512_fma" (and "avx2") run f32 FMAs on the f32
+// quantized activation (exact products, k order: the reference's sums bit
+// for bit).
 // On an AMX machine 32 rows and more run AMX-BF16 tiles (bf16 activations,
 // another f32 sum order) and fewer the core above ("amx_bf16+avx512_fma").
 // full_precision_matrix_mult: W = fp8·s_w, x·Wᵀ in f32 (the fast paths apply

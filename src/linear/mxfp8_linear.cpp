@@ -6,8 +6,9 @@
 // multiplies each decoded code by its power-of-two block scale in registers,
 // so the GEMM is a plain float GEMM with fp32 accumulation; the reference
 // sums each block exactly first and then scales, so the two differ by fp32
-// rounding order only. avx512 runs vdpbf16ps ("avx512_bf16") or f32 FMAs
-// ("avx512_fma") as kernels::float_dot measured, and on an AMX machine
+// rounding order only. avx512 runs vdpbf16ps from 5 rows and f32 FMAs below
+// ("avx512_bf16+avx512_fma") or f32 FMAs only ("avx512_fma") as
+// kernels::float_dot measured, and on an AMX machine
 // AMX-BF16 tiles from 32 rows ("amx_bf16+" the core below); avx2 runs f32
 // FMAs.
 // full_precision_matrix_mult: W = e4m3·2^(e-127) in f32 and x·Wᵀ with x in

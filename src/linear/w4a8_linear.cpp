@@ -31,7 +31,7 @@ class DenseF32Linear final : public Linear {
         name_(tag + (fast ? ":avx512" : ":ref")) {
     if (fast_) {
       panels_ = kernels::x86::pack_panels(kernels::x86::PanelType::f32, weight_.data(), in_features() * 4,
-                                          out_features(), in_features(), false);
+                                          out_features(), in_features());
       weight_.clear();
       weight_.shrink_to_fit();
     }

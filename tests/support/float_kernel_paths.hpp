@@ -103,9 +103,8 @@ struct StoredWeight {
   int64_t n = 0, k = 0, row_bytes = 0;
   std::vector<uint8_t> bytes, block_scales;  // block_scales: mxfp8 [n, k/32] E8M0
   std::vector<float> value;
-  x86::FloatPanels pack(bool pairs) const {
-    return x86::pack_panels(type, bytes.data(), row_bytes, n, k, pairs,
-                            block_scales.empty() ? nullptr : block_scales.data());
+  x86::FloatPanels pack() const {
+    return x86::pack_panels(type, bytes.data(), row_bytes, n, k, block_scales.empty() ? nullptr : block_scales.data());
   }
 };
 

@@ -13,7 +13,7 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 
 void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
                             const float* bias, float* y) {
-  gemm<Avx512, Core::dot>(a, w.steps, m, w, alpha, bias, y);
+  gemm<Avx512, Core::dot>(a, w.pair_steps(), m, w, alpha, bias, y);
 }
 
 uint32_t pack_panel_steps_avx512(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {

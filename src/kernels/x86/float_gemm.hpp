@@ -15,12 +15,14 @@
 // The kernels are written once (float_gemm_impl.hpp) over simd_traits.hpp and
 // compiled per target by float_gemm.avx2.cpp and float_gemm.avx512.cpp.
 //
-// Layout: per panel, one row per step of 16 elements (one per column), the
-// rows of a panel contiguous. A step is one k, except for `pairs` panels (the
-// AVX-512 `vdpbf16ps` core): a step is a k-pair and its row holds the 16
-// columns' [k, k+1] elements side by side. Why: the kernel keeps the 16 columns
-// in the lanes of one zmm (two ymm) and broadcasts the activation, so a panel
-// row is one 16-byte (FP8) load.
+// Layout: per panel, one row per k of 16 elements (one per column), the
+// rows of a panel contiguous. Why: the kernel keeps the 16 columns in the
+// lanes of one zmm (two ymm) and broadcasts the activation, so a panel row is
+// one 16-byte (FP8) load. FP8 panels hold an even number of rows (a zero row
+// after an odd K): the AVX-512 `vdpbf16ps` core reads rows 2t and 2t + 1 as
+// one 32-byte load and interleaves them in registers into the 16 columns'
+// [k, k+1] pairs it multiplies. One layout serves every core, so a layer can
+// pick its core per call (few rows on the FMA core, many on vdpbf16ps).
 //
 // Decoding is exact: an FP8 code becomes an f16 bit pattern (E5M2 is the top
 // byte of an f16; E4M3 goes to sign | code << 7, which is the E4M3 value times
@@ -41,10 +43,9 @@ enum class PanelType : uint8_t { f32, bf16, f16, e4m3, e5m2, mxfp8, nvfp4 };
 
 struct FloatPanels {
   PanelType type = PanelType::f32;
-  bool pairs = false;  // steps are k-pairs (the vdpbf16ps core; FP8 kinds only)
   int64_t n = 0;       // logical output columns
   int64_t k = 0;       // input features (mxfp8: a multiple of 32, nvfp4: of 16)
-  int64_t steps = 0;   // pairs: ceil(k/2); else k
+  int64_t steps = 0;   // rows per panel: k, rounded up to even for FP8 codes
   int64_t panels = 0;  // ceil(n / 16)
   int64_t blocks = 0;  // mxfp8: k / 32; nvfp4: k / 16
   std::vector<uint8_t> data;    // panels · steps · row_bytes()
@@ -56,10 +57,10 @@ struct FloatPanels {
   int64_t rows_stride = 0;
   bool in_place() const { return rows != nullptr; }
 
-  // Bytes of one panel row: 16 elements (32 for pairs).
+  // Bytes of one panel row: 16 elements.
   int64_t row_bytes() const;
-  // k-pairs of K: what the bf16 cores (vdpbf16ps, AMX) walk in either layout.
-  int64_t pair_steps() const { return pairs ? steps : (k + 1) / 2; }
+  // k-pairs of K: what the bf16 cores (vdpbf16ps, AMX) walk.
+  int64_t pair_steps() const { return (k + 1) / 2; }
   // What the panels hold in memory (data, scales, NaN list).
   int64_t bytes() const {
     return static_cast<int64_t>(data.size() + scales.size() + nan_columns.size() * sizeof(int64_t));
@@ -70,29 +71,30 @@ struct FloatPanels {
 // w + r·row_bytes; little-endian bf16 / f16 / f32; nvfp4: two E2M1 codes per
 // byte, the high nibble the even element). mxfp8 / nvfp4: `block_scales` is
 // the scale byte of (row, block) row-major [n, k/32] E8M0 / [n, k/16] E4M3
-// (k a multiple of the block). `pairs` only for e4m3 / e5m2 / mxfp8.
+// (k a multiple of the block).
 // rows_packed(r0, r1), when set, is called from pool threads, in any order,
 // each time rows [r0, r1) of w are packed and will not be read again, so the
 // caller can drop their file pages while the rest of the layer packs.
 using RowsPacked = std::function<void(int64_t row_begin, int64_t row_end)>;
-FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
                         const uint8_t* block_scales = nullptr, const RowsPacked& rows_packed = {});
 
 // The same weight read in place (FP8 and MXFP8 codes only): nothing is
 // copied but the MXFP8 block scales (1/32 of the codes), and no code is read
 // (nan_columns stays empty: the GEMM finds NaN codes as it packs); the bytes
 // must outlive the result.
-FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
                                   const uint8_t* block_scales = nullptr);
-// Steps [s0, s1) of panel `panel` of an in-place weight, packed as pack_panels
-// lays them out, into dst ((s1 - s0) · row_bytes() bytes). Returns the rows
-// (bit j: row 16·panel + j) whose E4M3 codes there hold a NaN.
+// Rows [s0, min(s1, k)) of panel `panel` of an in-place weight, packed as
+// pack_panels lays them out, into dst (16 bytes a row; the pad row of an odd
+// K is not written). Returns the rows (bit j: row 16·panel + j) whose E4M3
+// codes there hold a NaN.
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
-// The same bytes and NaN rows, one-k panels packed 64 k at a time in zmm
-// registers (float_pack_avx512.hpp; what the AVX-512 and AMX cores call).
+// The same bytes and NaN rows, packed 64 k at a time in zmm registers
+// (float_pack_avx512.hpp; what the AVX-512 and AMX cores call).
 uint32_t pack_panel_steps_avx512(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 
-// FMA cores: a is f32 [m, lda] (lda >= w.k; non-pairs panels). Every output is
+// FMA cores: a is f32 [m, lda] (lda >= w.k). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products
 // exact in f32 (FP8 activations against FP8 weights) it equals the
 // reference's `acc += a·w` bit for bit. y [m, n] = alpha·(a·wᵀ) + bias (bias
@@ -116,13 +118,13 @@ void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const 
                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                   const float* bias, float* y, std::vector<int64_t>& nan_columns);
 
-// AVX-512 `vdpbf16ps` core over `pairs` panels (the codes widened to bf16 in
-// registers, exact): a is bf16 pairs [m, w.steps] (pairs [k, k+1], zero
-// padding). y as above.
+// AVX-512 `vdpbf16ps` core over FP8 panels (E4M3, E5M2, MXFP8; the codes
+// widened to bf16 in registers, exact): a is bf16 pairs [m, w.pair_steps()]
+// (pairs [k, k+1], zero padding). y as above.
 void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, float alpha,
                             const float* bias, float* y);
 
-// AMX-BF16 core over the same `pairs` panels (Isa::amx; float_gemm_amx.avx512.cpp),
+// AMX-BF16 core over the same FP8 panels (Isa::amx; float_gemm_amx.avx512.cpp),
 // for many rows: a is bf16 pairs of m rows of lda pairs, lda a multiple of
 // 16 (>= w.steps, zero past them), in the AMX A tile layout: chunk i (16
 // pairs, 64 bytes) of row r at a + (r / 16)·16·lda + 256·i + 16·(r % 16)

@@ -21,11 +21,9 @@ namespace mixq::kernels::x86 {
 namespace {
 
 // Panel p of a packed or in-place weight as `tile_pairs` bf16 k-pair rows at
-// out (the activation's lda: >= its pair_steps(), zero past them). Either
-// panel layout: k-pair rows are read as they are; one-k rows (the FMA core's
-// layout, which runs the few-row calls on these machines) are paired here,
-// rows 2t and 2t + 1 interleaved byte by byte (a missing last odd row reads
-// as zeros): the k-pair row pack_panels would have stored. `codes` is a
+// out (the activation's lda: >= its pair_steps(), zero past them): rows 2t
+// and 2t + 1 interleaved byte by byte (a missing last odd row reads as
+// zeros), the 16 columns' [k, k+1] pairs. `codes` is a
 // scratch of w.steps · w.row_bytes() bytes for in-place weights; returns the
 // rows whose E4M3 codes hold a NaN there (in place only; packed weights list
 // them).
@@ -34,10 +32,10 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8
   constexpr bool kE4m3 = T != PanelType::e5m2;
   const int64_t row = w.row_bytes(), pairs = w.pair_steps();
   uint32_t nan_rows = 0;
-  if (w.in_place()) nan_rows = pack_panel_steps_zmm(w, p, 0, w.steps, codes);
+  if (w.in_place()) nan_rows = pack_panel_steps_zmm(w, p, 0, w.k, codes);
   const uint8_t* src = w.in_place() ? codes : w.data.data() + p * w.steps * row;
   auto load16 = [&](int64_t s) {
-    return s < w.steps ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + s * 16)) : _mm_setzero_si128();
+    return s < w.k ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + s * 16)) : _mm_setzero_si128();
   };
   alignas(64) float sc[32];
   for (int64_t t = 0; t < pairs; ++t) {
@@ -49,13 +47,8 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8
       }
       scale = sc;
     }
-    __m256i pair_row;
-    if (w.pairs) {
-      pair_row = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + t * row));
-    } else {
-      const __m128i even = load16(2 * t), odd = load16(2 * t + 1);
-      pair_row = _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
-    }
+    const __m128i even = load16(2 * t), odd = load16(2 * t + 1);
+    const __m256i pair_row = _mm256_set_m128i(_mm_unpackhi_epi8(even, odd), _mm_unpacklo_epi8(even, odd));
     _mm512_store_si512(out + 32 * t, FloatIo<Avx512>::fp8_pair_codes<kE4m3>(pair_row, scale));
   }
   std::memset(out + 32 * pairs, 0, static_cast<size_t>((tile_pairs - pairs) * 64));

@@ -8,8 +8,10 @@
 //  - fma: any panel type, f32 activations; each panel row is decoded to f32 in
 //    registers (FloatIo) and `vfmadd231ps` adds one k at a time, so every
 //    output is the FMA chain in k order;
-//  - dot (AVX-512 only): k-pair FP8 panels widened to bf16 in registers and
-//    `vdpbf16ps` against bf16 activation pairs.
+//  - dot (AVX-512 only): FP8 panels read two rows (a k-pair) at a time,
+//    widened to bf16 and interleaved into the columns' [k, k+1] pairs in
+//    registers (FloatIo::fp8_pairs), and `vdpbf16ps` against bf16 activation
+//    pairs.
 //
 // Blocking: a thread owns a contiguous range of panels. K is walked in chunks
 // of kStepChunk steps (a panel chunk stays in L1/L2; packed panels under MR
@@ -153,17 +155,26 @@ struct FloatIo<Avx512> {
     out[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     out[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
   }
+  // Panel rows k and k + 1 (32 codes, each row's 16 columns in order) as the
+  // columns' [k, k+1] bf16 pairs: widened to f16 as above, interleaved by one
+  // vpermw (lane 2c: row k's column c, 2c + 1: row k + 1's), then as
+  // fp8_pair_codes.
+  template <bool E4m3>
+  static __m512i fp8_pairs(const uint8_t* p, const float* scale) {
+    const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                                22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i h = f16_of_codes<E4m3>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return f16_pairs(_mm512_permutexvar_epi16(interleave, h), scale);
+  }
   // A k-pair row (32 codes, column-major pairs) as 32 bf16: decoded as above
   // into two f32 vectors (columns 0-7 and 8-15, each [k, k+1] per column),
   // optionally times 32 scales, then vcvtne2ps2bf16 (exact: the values have
   // at most 4 significant bits and are far from the bf16 subnormals).
   template <bool E4m3>
-  static __m512i fp8_pairs(const uint8_t* p, const float* scale) {
-    return fp8_pair_codes<E4m3>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), scale);
-  }
-  template <bool E4m3>
   static __m512i fp8_pair_codes(__m256i codes, const float* scale) {
-    const __m512i h = f16_of_codes<E4m3>(codes);
+    return f16_pairs(f16_of_codes<E4m3>(codes), scale);
+  }
+  static __m512i f16_pairs(__m512i h, const float* scale) {
     __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     __m512 hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
     if (scale) {
@@ -280,6 +291,10 @@ struct Job {
   float alpha;
   const float* bias;
   float* y;
+  // The core's steps over K and the bytes of panel rows one step reads: the
+  // FMA core k steps of one row, the dot core k-pair steps of two rows
+  // (panel rows 2t and 2t + 1, interleaved in registers: fp8_pairs).
+  int64_t steps = 0, row = 0;
   // In place (FloatPanels::in_place): the thread's packed chunk, panels
   // chunk_p0.. with chunk_steps steps each from the current K chunk's s0.
   const uint8_t* chunk = nullptr;
@@ -297,8 +312,8 @@ struct Job {
 inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   const FloatPanels& w = *job.w;
   if (job.decoded) return reinterpret_cast<const uint8_t*>(job.decoded + (p - job.decoded_p0) * job.decoded_steps * 16);
-  if (job.chunk) return job.chunk + (p - job.chunk_p0) * job.chunk_steps * w.row_bytes();
-  return w.data.data() + (p * w.steps + s0) * w.row_bytes();
+  if (job.chunk) return job.chunk + (p - job.chunk_p0) * job.chunk_steps * job.row;
+  return w.data.data() + p * w.steps * w.row_bytes() + s0 * job.row;
 }
 
 // One panel row of type T at p as kVP f32 vectors.
@@ -348,7 +363,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   const int64_t n = w.n, lda = job.lda;
   // f32: w's own or decoded rows; the dot core's bf16: decoded k-pair rows (decode_pair_chunk).
   constexpr bool kDecodedRow = T == PanelType::f32 || (C == Core::dot && T == PanelType::bf16);
-  const int64_t row = kDecodedRow ? 64 : w.row_bytes();
+  const int64_t row = kDecodedRow ? 64 : job.row;
   F acc[MR][NV];
   typename V::M mask[NV];
   MIXQ_UNROLL
@@ -548,7 +563,7 @@ void decode_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64_t s1
   constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
   constexpr int64_t kBlockK = T == PanelType::nvfp4 ? 16 : 32;
   const FloatPanels& w = *job.w;
-  const int64_t row = w.row_bytes();
+  const int64_t row = job.row;
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* b = panel_from(job, p, s0);
     F sc[VP] = {};
@@ -573,7 +588,7 @@ void decode_pair_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64
   constexpr bool kMx = T == PanelType::mxfp8;
   constexpr int64_t kBlockSteps = 16;  // an E8M0 block of 32 k is 16 k-pair steps
   const FloatPanels& w = *job.w;
-  const int64_t row = w.row_bytes();
+  const int64_t row = job.row;
   alignas(64) float sc[32];
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* b = panel_from(job, p, s0);
@@ -655,7 +670,7 @@ int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 template <class V, class Tune, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   const FloatPanels& w = *job.w;
-  const int64_t steps = w.steps;
+  const int64_t steps = job.steps;
   auto k_chunks = [&](int64_t step_chunk, auto&& body) {
     for (int64_t s0 = 0; s0 < steps || s0 == 0; s0 += step_chunk) {
       const int64_t s1 = std::min(steps, s0 + step_chunk);
@@ -673,7 +688,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   p0 = rows_in_place<V, Tune, C, T>(job, m, p0, p1);
   if (p0 == p1) return;
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : p1 - p0;
-  const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * w.row_bytes();
+  const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * job.row;
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;
@@ -684,8 +699,13 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     k_chunks(step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
       local.chunk_steps = s1 - s0;
       for (int64_t q = p; q < end; ++q) {
-        const uint32_t nan_rows =
-            pack_steps<V>(w, q, s0, s1, chunk.data() + (q - p) * (s1 - s0) * w.row_bytes(), Tune::kPackAhead);
+        // Panel rows [r0, r1) of this K chunk (the dot core's steps are two
+        // rows; an odd K's pad row is zero, as in packed panels).
+        constexpr int64_t kRowsPerStep = C == Core::dot ? 2 : 1;
+        const int64_t r0 = kRowsPerStep * s0, r1 = kRowsPerStep * s1;
+        uint8_t* dst = chunk.data() + (q - p) * (s1 - s0) * job.row;
+        const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, Tune::kPackAhead);
+        if (r1 > w.k) std::memset(dst + (w.k - r0) * 16, 0, 16);
         for (int j = 0; j < 16; ++j)
           if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
       }
@@ -697,14 +717,17 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 template <class V, Core C, class Tune = FloatTile<V::kLanes>>
 void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  if (C == Core::fma && (w.pairs || lda < w.k))
-    fail("float gemm: activation rows hold {} values, the weight needs {}{}", lda, w.k,
-         w.pairs ? " (k-pair panels are the bf16 core's)" : "");
-  if (C == Core::dot && !w.pairs) fail("float gemm: the bf16 core needs k-pair FP8 panels");
+  const bool fp8 = w.type == PanelType::e4m3 || w.type == PanelType::e5m2 || w.type == PanelType::mxfp8;
+  if (C == Core::fma && lda < w.k)
+    fail("float gemm: activation rows hold {} values, the weight needs {}", lda, w.k);
+  if (C == Core::dot && (!fp8 || lda < w.pair_steps()))
+    fail("float gemm: the bf16 core needs FP8 panels and {} activation pairs a row (has {})", w.pair_steps(), lda);
   // E4M3 codes (and NVFP4's E4M3 block scales) decode to value·2^-8
   // (float_gemm.hpp): the 2^8 goes to alpha.
   const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8 || w.type == PanelType::nvfp4;
-  const Job shared{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
+  Job shared{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
+  shared.steps = C == Core::dot ? w.pair_steps() : w.k;
+  shared.row = C == Core::dot ? 2 * w.row_bytes() : w.row_bytes();
   std::vector<std::vector<int64_t>> found;  // in place: NaN columns found by each thread
   util::parallel_for(
       w.panels, Tune::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },

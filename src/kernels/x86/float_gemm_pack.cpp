@@ -41,12 +41,8 @@ constexpr int64_t kReleasePanels = 64;
 // `Rounds` rounds of "vectors 2i and 2i+1 = the low and high interleave of
 // vectors i and i+8" over 16 vectors. Each round rotates the 4 bits of the
 // vector index and the bits of the element index into each other:
-//  - bytes (4 rounds): after four the two indices have traded places, a
-//    16x16 byte transpose;
-//  - 16-bit elements (3 rounds): vector bits (i3 i2 i1 i0) and element bits
-//    (e2 e1 e0) end as vector (i0 e2 e1 e0), element (i3 i2 i1), so loading
-//    row r into vector ((r & 7) << 1) | (r >> 3) leaves element e of vector
-//    8·h + s = row 8·h + e's element s.
+// After four rounds of bytes the two indices have traded places, a 16x16
+// byte transpose.
 template <int Rounds, class Lo, class Hi>
 inline void interleave_rounds(__m128i x[16], Lo lo, Hi hi) {
   for (int round = 0; round < Rounds; ++round) {
@@ -64,36 +60,21 @@ inline void transpose_bytes_16x16(__m128i x[16]) {
                        [](__m128i a, __m128i b) { return _mm_unpackhi_epi8(a, b); });
 }
 
-inline void transpose_pairs_16x8(__m128i x[16]) {
-  interleave_rounds<3>(x, [](__m128i a, __m128i b) { return _mm_unpacklo_epi16(a, b); },
-                       [](__m128i a, __m128i b) { return _mm_unpackhi_epi16(a, b); });
-}
-
 // One full panel (16 rows) of 1-byte elements, 16 k at a time; returns the
 // first k not done. With `nan_rows`, bit r is set for a row r whose codes
 // here hold an E4M3 NaN.
-int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool pairs, int64_t row, uint8_t* dst,
+int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, int64_t row, uint8_t* dst,
                          uint32_t* nan_rows = nullptr) {
   const __m128i nan = _mm_set1_epi8(0x7F);
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
     __m128i x[16];
     for (int r = 0; r < 16; ++r) {
-      const int slot = pairs ? ((r & 7) << 1) | (r >> 3) : r;
-      x[slot] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * row_bytes + c));
-      if (nan_rows && _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(x[slot], nan), nan)) != 0) *nan_rows |= 1u << r;
+      x[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * row_bytes + c));
+      if (nan_rows && _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(x[r], nan), nan)) != 0) *nan_rows |= 1u << r;
     }
-    if (pairs) {  // step c/2 + s: 32 bytes, rows 0-7 then rows 8-15
-      transpose_pairs_16x8(x);
-      for (int s = 0; s < 8; ++s) {
-        uint8_t* out = dst + (c / 2 + s) * row;
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out), x[s]);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16), x[8 + s]);
-      }
-    } else {
-      transpose_bytes_16x16(x);
-      for (int s = 0; s < 16; ++s) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + s) * row), x[s]);
-    }
+    transpose_bytes_16x16(x);
+    for (int s = 0; s < 16; ++s) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + s) * row), x[s]);
   }
   return c;
 }
@@ -101,15 +82,13 @@ int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, bool 
 }  // namespace
 
 int64_t FloatPanels::row_bytes() const {
-  return type == PanelType::nvfp4 ? 8 : 16 * (pairs ? 2 : 1) * elem_bytes(type);
+  return type == PanelType::nvfp4 ? 8 : 16 * elem_bytes(type);
 }
 
 namespace {
 
 // Checks the arguments and fills everything but the data, scales and NaN list.
-FloatPanels describe(PanelType type, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
-                     const uint8_t* block_scales) {
-  if (pairs && !is_fp8(type)) fail("float gemm: k-pair panels hold FP8 codes only");
+FloatPanels describe(PanelType type, int64_t row_bytes, int64_t n, int64_t k, const uint8_t* block_scales) {
   const int64_t block = block_of(type);
   if (block && (k % block != 0 || block_scales == nullptr))
     fail("float gemm: block-scaled panels need K % {} == 0 and the block scales (K = {})", block, k);
@@ -119,10 +98,9 @@ FloatPanels describe(PanelType type, int64_t row_bytes, int64_t n, int64_t k, bo
     fail("float gemm: a weight row of {} bytes cannot hold {} elements", row_bytes, k);
   FloatPanels p;
   p.type = type;
-  p.pairs = pairs;
   p.n = n;
   p.k = k;
-  p.steps = pairs ? (k + 1) / 2 : k;
+  p.steps = is_fp8(type) ? k + k % 2 : k;  // FP8: an even count, the vdpbf16ps core reads them in pairs
   p.panels = (n + 15) / 16;
   p.blocks = block ? k / block : 0;
   return p;
@@ -139,7 +117,7 @@ void pack_block_scales(FloatPanels& p, const uint8_t* block_scales) {
       const int64_t rows = std::min<int64_t>(16, p.n - panel * 16);
       const uint8_t* in = block_scales + panel * 16 * p.blocks;
       uint8_t* out = p.scales.data() + panel * p.blocks * 16;
-      const int64_t done = rows == 16 ? pack_bytes_panel(in, p.blocks, p.blocks, false, 16, out) : 0;
+      const int64_t done = rows == 16 ? pack_bytes_panel(in, p.blocks, p.blocks, 16, out) : 0;
       for (int64_t b = done; b < p.blocks; ++b)
         for (int64_t j = 0; j < rows; ++j) out[b * 16 + j] = in[j * p.blocks + b];
     }
@@ -153,12 +131,12 @@ void list_nan_columns(FloatPanels& p, const std::vector<char>& nan) {
 
 }  // namespace
 
-FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
                         const uint8_t* block_scales, const RowsPacked& rows_packed) {
-  FloatPanels p = describe(type, row_bytes, n, k, pairs, block_scales);
+  FloatPanels p = describe(type, row_bytes, n, k, block_scales);
   const int eb = elem_bytes(type);
   const int64_t row = p.row_bytes();
-  p.data.assign(static_cast<size_t>(p.panels * p.steps * row), 0u);
+  p.data.assign(static_cast<size_t>(p.panels * p.steps * row), 0u);  // the FP8 pad row stays 0
   const auto* src = static_cast<const uint8_t*>(w);
   // Columns with an E4M3 NaN code in a weight (e4m3, mxfp8) or block scale
   // (nvfp4), found while each panel is packed (its rows are read only then).
@@ -167,10 +145,10 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   auto pack_panel = [&](int64_t panel) {
     uint8_t* dst = p.data.data() + panel * p.steps * row;
     if (eb == 1 && panel * 16 + 16 <= n) {  // a full panel of 1-byte elements: 16x16 blocks, then the k tail
-      const int64_t c0 = pack_bytes_panel(src + panel * 16 * row_bytes, row_bytes, k, pairs, row, dst);
+      const int64_t c0 = pack_bytes_panel(src + panel * 16 * row_bytes, row_bytes, k, row, dst);
       for (int64_t j = 0; j < 16; ++j) {
         const uint8_t* in = src + (panel * 16 + j) * row_bytes;
-        for (int64_t c = c0; c < k; ++c) dst[pairs ? (c / 2) * row + 2 * j + (c % 2) : c * row + j] = in[c];
+        for (int64_t c = c0; c < k; ++c) dst[c * row + j] = in[c];
       }
       return;
     }
@@ -183,8 +161,6 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
           const uint8_t code = (c % 2 == 0 ? in[c / 2] >> 4 : in[c / 2]) & 0x0F;
           dst[c * row + j / 2] |= static_cast<uint8_t>(code << (4 * (j % 2)));
         }
-      } else if (pairs) {  // step s holds [k = 2s, 2s + 1] of column j at bytes 2j, 2j + 1
-        for (int64_t c = 0; c < k; ++c) dst[(c / 2) * row + 2 * j + (c % 2)] = in[c];
       } else if (eb == 1) {
         for (int64_t c = 0; c < k; ++c) dst[c * row + j] = in[c];
       } else {  // 2 or 4 bytes, a constant size per copy (a libc call per element otherwise)
@@ -215,10 +191,10 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   return p;
 }
 
-FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k, bool pairs,
+FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
                                   const uint8_t* block_scales) {
   if (!is_fp8(type)) fail("float gemm: only FP8 and MXFP8 codes are read in place");
-  FloatPanels p = describe(type, row_bytes, n, k, pairs, block_scales);
+  FloatPanels p = describe(type, row_bytes, n, k, block_scales);
   p.rows = static_cast<const uint8_t*>(w);
   p.rows_stride = row_bytes;
   pack_block_scales(p, block_scales);
@@ -226,32 +202,30 @@ FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_byt
 }
 
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
   if (s1 <= s0) return 0;  // K = 0: nothing to pack (and dst may be null)
-  const int64_t row = w.row_bytes(), stride = w.rows_stride;
+  const int64_t stride = w.rows_stride;
   const bool e4m3 = w.type != PanelType::e5m2;  // E4M3 codes (e4m3, mxfp8) can be NaN
   uint32_t nan_rows = 0;
-  // Columns [c0, c1) of the rows: steps s0.. are k (or k-pairs) s0..
-  const int64_t c0 = w.pairs ? 2 * s0 : s0, c1 = std::min(w.k, w.pairs ? 2 * s1 : s1);
   auto put = [&](int64_t j, int64_t c, uint8_t code) {
-    dst[w.pairs ? ((c - c0) / 2) * row + 2 * j + (c % 2) : (c - c0) * row + j] = code;
+    dst[(c - s0) * 16 + j] = code;
     if (e4m3 && e4m3_nan(code)) nan_rows |= 1u << j;
   };
   if (panel * 16 + 16 <= w.n) {  // a full panel: 16x16 blocks, then the k tail
-    const uint8_t* src = w.rows + panel * 16 * stride + c0;
+    const uint8_t* src = w.rows + panel * 16 * stride + s0;
     // The GEMM asks for a panel's K chunks in order: fetch the next one of
     // each row (16 scattered row pieces the hardware prefetchers miss).
     for (int64_t j = 0; j < 16; ++j)
-      for (int64_t c = c1 - c0; c < 2 * (c1 - c0) && c0 + c < w.k; c += 64)
+      for (int64_t c = s1 - s0; c < 2 * (s1 - s0) && s0 + c < w.k; c += 64)
         _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
-    if (w.pairs && (c1 - c0) % 2 != 0) std::memset(dst + ((c1 - c0) / 2) * row, 0, static_cast<size_t>(row));
-    const int64_t done = c0 + pack_bytes_panel(src, stride, c1 - c0, w.pairs, row, dst, e4m3 ? &nan_rows : nullptr);
+    const int64_t done = s0 + pack_bytes_panel(src, stride, s1 - s0, 16, dst, e4m3 ? &nan_rows : nullptr);
     for (int64_t j = 0; j < 16; ++j)
-      for (int64_t c = done; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
+      for (int64_t c = done; c < s1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
     return nan_rows;
   }
-  std::memset(dst, 0, static_cast<size_t>((s1 - s0) * row));  // columns past n stay 0
+  std::memset(dst, 0, static_cast<size_t>((s1 - s0) * 16));  // columns past n stay 0
   for (int64_t j = 0; panel * 16 + j < w.n; ++j)
-    for (int64_t c = c0; c < c1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
+    for (int64_t c = s0; c < s1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
   return nan_rows;
 }
 

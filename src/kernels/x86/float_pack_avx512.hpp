@@ -1,8 +1,7 @@
 #pragma once
-// pack_panel_steps (float_gemm.hpp) for the FMA core's one-k FP8 panels read
-// in place, 64 k at a time in zmm registers: the same bytes and NaN rows as
-// the SSE2 version, which stays the fallback (k-pair panels, a partial last
-// panel, the k tail under 64).
+// pack_panel_steps (float_gemm.hpp) for FP8 panels read in place, 64 k at a
+// time in zmm registers: the same bytes and NaN rows as the SSE2 version,
+// which stays the fallback (a partial last panel, the k tail under 64).
 //
 // Why: at M = 1 every call packs every weight byte once, and the SSE2 16x16
 // byte transpose plus a per-row NaN test cost about as much as the FMAs on
@@ -15,6 +14,8 @@
 // max of (code & 0x7F) over a panel's steps is 0x7F exactly in the columns
 // holding an E4M3 NaN (0x7F or 0xFF).
 #include <immintrin.h>
+
+#include <algorithm>
 
 #include "kernels/x86/float_gemm.hpp"
 
@@ -64,7 +65,8 @@ inline __m512i transpose_16x64(const uint8_t* src, int64_t stride, uint8_t* dst,
 inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
                                      int64_t ahead = 1) {
   const int64_t stride = w.rows_stride;
-  if (w.pairs || panel * 16 + 16 > w.n || s1 - s0 < 64) return pack_panel_steps(w, panel, s0, s1, dst);
+  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
+  if (panel * 16 + 16 > w.n || s1 - s0 < 64) return pack_panel_steps(w, panel, s0, s1, dst);
   const uint8_t* src = w.rows + panel * 16 * stride;
   // The GEMM asks for a panel's K chunks in order: fetch the next one(s) of
   // each row (16 scattered row pieces the hardware prefetchers miss).
