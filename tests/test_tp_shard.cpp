@@ -29,6 +29,8 @@
 #include "mixq/numeric.hpp"
 #include "mixq/plan.hpp"
 #include "mixq/shard.hpp"
+#include "formats/shard_util.hpp"
+#include "linear/synthetic_layer.hpp"
 #include "test_tp_shard_fixtures.hpp"
 
 namespace mixq::testing {
@@ -241,6 +243,32 @@ TEST_P(TpShard, AdmittedMeansEqual) {
   std::printf("%-16s admitted %2d refused %2d; row splits: max |y_tp - y| / (sum|x w| + |b|) %.2g, "
               "||y_tp - y|| / ||y - y_float|| <= %.3g, ||y_tp - y_float|| / ||y - y_float|| <= %.3g; copies <= %.3g of 1/d\n",
               c.name, m.admitted, m.refused, m.local_max, m.ratio_max, m.tp_vs_float_max, m.copied_max);
+}
+
+// A block-scaled layer whose swizzled scales are shorter than its shape
+// needs (a hostile file) is refused by name when a rank's scales are picked
+// from it, for a K band (row split) and for the rows of a fused layer's parts
+// (column split), never read past.
+TEST(TpShardHostile, ShortBlockScalesAreAnError) {
+  struct Case { const char* format; formats::BlockScaledLayout layout; };
+  const Case cases[] = {{"mxfp8", {.block = 32, .k_per_byte = 1, .row_pad = 32}},
+                        {"nvfp4", {.block = 16, .k_per_byte = 2, .row_pad = 16}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.format);
+    auto s = linear::make_random_layer(*find_format(c.format), nlohmann::json::object(), 96, 64, 3);
+    TensorView& scales = s->layer.tensors.at("weight_scale");
+    scales.data = scales.data.first(scales.data.size() - 1);
+    for (const ShardCut cut : {ShardCut{.side = ShardCut::Side::row, .rank = 1, .degree = 2},
+                               ShardCut{.side = ShardCut::Side::column, .parts = 3, .rank = 1, .degree = 2}}) {
+      ShardBuilder b(s->layer, cut);
+      try {
+        formats::shard_block_scaled(b, c.layout);
+        ADD_FAILURE() << "sharded short scales";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("swizzled block scales need"), std::string::npos) << e.what();
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryFormat, TpShard, ::testing::ValuesIn(tp_cases()),

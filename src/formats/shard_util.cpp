@@ -164,7 +164,13 @@ void shard_block_scaled(ShardBuilder& b, const BlockScaledLayout& layout) {
   const TensorView& scales = source.tensor("weight_scale");
   const int64_t rows = weight.shape[0], row_bytes = weight.shape[1];
   const int64_t blocks = row_bytes * layout.k_per_byte / layout.block;
+  if (static_cast<int64_t>(scales.data.size()) < swizzled_rows(rows) * swizzled_cols(blocks))
+    fail("layer '{}': '{}' holds {} bytes, {} x {} swizzled block scales need {}", source.prefix, scales.name,
+         scales.data.size(), rows, blocks, swizzled_rows(rows) * swizzled_cols(blocks));
   const auto* stored = reinterpret_cast<const uint8_t*>(scales.data.data());
+  // The shard's scales are picked from the layer's, unswizzled once, a tile
+  // run at a time (numeric/swizzle.cpp), not entry by entry.
+  auto all_scales = [&] { return unswizzle_scales(stored, rows, blocks); };
   // The swizzled shape, 2-D unless the source stored it 1-D.
   auto scale_shape = [&](int64_t r, int64_t c) {
     const int64_t rp = swizzled_rows(r), cp = swizzled_cols(c);
@@ -192,13 +198,15 @@ void shard_block_scaled(ShardBuilder& b, const BlockScaledLayout& layout) {
       const int64_t shard_rows = formats::roundup(n, layout.row_pad);
       std::vector<std::byte> codes(static_cast<size_t>(shard_rows * row_bytes));  // pad rows stay 0
       std::vector<uint8_t> linear(static_cast<size_t>(shard_rows * blocks));
+      const std::vector<uint8_t> all = all_scales();
       int64_t i = 0;
-      for (const IndexRange& range : ranges)
-        for (int64_t r = range.begin; r < range.end; ++r, ++i) {
-          std::memcpy(codes.data() + i * row_bytes, weight.data.data() + r * row_bytes,
-                      static_cast<size_t>(row_bytes));
-          for (int64_t c = 0; c < blocks; ++c) linear[i * blocks + c] = stored[swizzled_offset(r, c, blocks)];
-        }
+      for (const IndexRange& range : ranges) {
+        std::memcpy(codes.data() + i * row_bytes, weight.data.data() + range.begin * row_bytes,
+                    static_cast<size_t>(range.size() * row_bytes));
+        std::memcpy(linear.data() + i * blocks, all.data() + range.begin * blocks,
+                    static_cast<size_t>(range.size() * blocks));
+        i += range.size();
+      }
       b.put("weight", weight.dtype, {shard_rows, row_bytes}, std::move(codes));
       put_scales(swizzle_scales(linear.data(), shard_rows, blocks), shard_rows, blocks);
     }
@@ -212,8 +220,9 @@ void shard_block_scaled(ShardBuilder& b, const BlockScaledLayout& layout) {
   b.slice("weight", 1, {band}, layout.k_per_byte);
   const int64_t first = band.begin / layout.block, count = band.size() / layout.block;
   std::vector<uint8_t> linear(static_cast<size_t>(rows * count));
+  const std::vector<uint8_t> all = all_scales();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < count; ++c) linear[r * count + c] = stored[swizzled_offset(r, first + c, blocks)];
+    std::memcpy(linear.data() + r * count, all.data() + r * blocks + first, static_cast<size_t>(count));
   put_scales(swizzle_scales(linear.data(), rows, count), rows, count);
   for (std::string_view role : layout.per_k)
     if (source.find(role)) b.slice(role, 0, {band});

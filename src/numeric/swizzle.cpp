@@ -42,6 +42,8 @@ ScalePosition swizzled_position(int64_t offset, int64_t cols) {
   return {128 * rb + 32 * d4 + d3, 4 * cb + d5};
 }
 
+namespace {
+
 // Visits the swizzled buffer front to back, 4 bytes at a time: each is
 // columns 4·cb .. 4·cb+3 (up to `cols`) of one row (up to `rows`), consecutive
 // in both layouts. A scale per 32 weights is 1/32 of an MXFP8 checkpoint
@@ -66,6 +68,8 @@ inline void copy_run(uint8_t* to, const uint8_t* from, int64_t width) {
   if (width == 4) std::memcpy(to, from, 4);
   else std::memcpy(to, from, static_cast<size_t>(width));
 }
+
+}  // namespace
 
 std::vector<uint8_t> swizzle_scales(const uint8_t* linear, int64_t rows, int64_t cols) {
   check_dims(rows, cols);
