@@ -153,6 +153,19 @@ TEST(IntKernels, W4A4Int4AndInt8Activations) {
     for (int64_t m : kMs) check_case({m, 576, 70, 64, act, Epilogue::sequential, true, true}, seed++);
 }
 
+// Past IntTile::kKChunk (3072) k, many rows run K in chunks whose int32 sums
+// add exactly: the reference's bits for int8 and int4 weights (both int4
+// modes), packed and in place, with a last chunk shorter than the others.
+TEST(IntKernels, LongKRunsInChunksWithTheSameBits) {
+  uint64_t seed = 400;
+  for (int64_t m : {25, 64, 130}) {
+    check_case({m, 6500, 40, 0, ActQuant::q8row, Epilogue::scale_product, false, true}, seed++);
+    check_case({m, 6464, 40, 64, ActQuant::q8row, Epilogue::scale_product, false, true}, seed++);
+    for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})
+      check_case({m, 6464, 40, 64, act, Epilogue::sequential, true, true}, seed++);
+  }
+}
+
 TEST(IntKernels, SingleThreadAndManyThreadsAgree) {
   for (int threads : {1, 2, 3}) {
     mixq::set_num_threads(threads);

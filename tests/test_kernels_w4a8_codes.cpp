@@ -197,49 +197,54 @@ std::vector<float> run(const IntKernel& kernel, const std::vector<float>& x, int
 // The GEMM over codes equals, bit for bit, the reference kernel over the
 // codes and every fast kernel over the decoded int8 weight (the path this
 // replaced), on the small-M (decode once per call) and large-M (decode per
-// activation block) schedules.
+// activation block) schedules; past IntTile::kKChunk (3072) k, large M in K
+// chunks.
 TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   const bool avx2 = mixq::testing::kernel_path("int_gemm_codes:avx2", Isa::avx2);
   const bool avx512 = mixq::testing::kernel_path("int_gemm_codes:avx512_vnni", Isa::avx512);
   const bool amx = mixq::testing::kernel_path("int_gemm_codes:avx512_amx", Isa::amx);
   uint64_t seed = 100;
+  struct Case { int64_t gs; bool e4m3; int64_t m, k; };
+  std::vector<Case> cases;
   for (int64_t gs : {int64_t{4}, int64_t{16}, int64_t{64}})
     for (bool e4m3 : {true, false})
-      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{30}, int64_t{257}}) {
-        const bool codebook = (seed % 2) == 0;
-        const int64_t group = gs == 4 ? 16 : gs;  // the ConvRot group
-        CodeLayer L = make_layer(70, 4 * 64, gs, e4m3, codebook, seed++);
-        // Realistic scales for the GEMM (the decode test covers the extremes).
-        if (!e4m3)
-          for (float& s : L.s_rel_f32) s = std::fabs(s) < 40.0f ? std::fabs(s) : 5.0f;
-        const std::vector<int8_t> w8 = L.want();
-        IntLayerDesc codes = L.desc(group);
-        IntLayerDesc dense = codes;
-        dense.codes = nullptr;
-        dense.weight = w8.data();
-        const auto x = random_x(m, L.k, seed * 7);
-        const auto want = run(*make_int_kernel_ref(dense), x, m, L.n);
-        std::vector<std::unique_ptr<IntKernel>> kernels;
-        kernels.push_back(make_int_kernel_ref(codes));
-        if (avx2) {
-          kernels.push_back(make_int_kernel_avx2(codes));
-          kernels.push_back(make_int_kernel_avx2_novnni(codes));
-          kernels.push_back(make_int_kernel_avx2(dense));
-        }
-        if (avx512) {
-          kernels.push_back(make_int_kernel_avx512(codes));
-          kernels.push_back(make_int_kernel_avx512(dense));
-        }
-        if (amx) {
-          kernels.push_back(make_int_kernel_amx(codes));
-          kernels.push_back(make_int_kernel_amx(dense));
-        }
-        for (const auto& kernel : kernels) {
-          const auto got = run(*kernel, x, m, L.n);
-          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4))
-              << kernel->name() << " m=" << m << " gs=" << gs << " e4m3=" << e4m3;
-        }
-      }
+      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{30}, int64_t{257}}) cases.push_back({gs, e4m3, m, 4 * 64});
+  for (int64_t m : {int64_t{30}, int64_t{130}}) cases.push_back({16, true, m, 53 * 64});
+  for (const auto& [gs, e4m3, m, k] : cases) {
+    const bool codebook = (seed % 2) == 0;
+    const int64_t group = gs == 4 ? 16 : gs;  // the ConvRot group
+    CodeLayer L = make_layer(70, k, gs, e4m3, codebook, seed++);
+    // Realistic scales for the GEMM (the decode test covers the extremes).
+    if (!e4m3)
+      for (float& s : L.s_rel_f32) s = std::fabs(s) < 40.0f ? std::fabs(s) : 5.0f;
+    const std::vector<int8_t> w8 = L.want();
+    IntLayerDesc codes = L.desc(group);
+    IntLayerDesc dense = codes;
+    dense.codes = nullptr;
+    dense.weight = w8.data();
+    const auto x = random_x(m, L.k, seed * 7);
+    const auto want = run(*make_int_kernel_ref(dense), x, m, L.n);
+    std::vector<std::unique_ptr<IntKernel>> kernels;
+    kernels.push_back(make_int_kernel_ref(codes));
+    if (avx2) {
+      kernels.push_back(make_int_kernel_avx2(codes));
+      kernels.push_back(make_int_kernel_avx2_novnni(codes));
+      kernels.push_back(make_int_kernel_avx2(dense));
+    }
+    if (avx512) {
+      kernels.push_back(make_int_kernel_avx512(codes));
+      kernels.push_back(make_int_kernel_avx512(dense));
+    }
+    if (amx) {
+      kernels.push_back(make_int_kernel_amx(codes));
+      kernels.push_back(make_int_kernel_amx(dense));
+    }
+    for (const auto& kernel : kernels) {
+      const auto got = run(*kernel, x, m, L.n);
+      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4))
+          << kernel->name() << " m=" << m << " k=" << k << " gs=" << gs << " e4m3=" << e4m3;
+    }
+  }
 }
 
 TEST(W4a8Codes, KernelsHoldTheCodesAtFourBits) {

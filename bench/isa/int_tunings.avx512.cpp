@@ -2,6 +2,8 @@
 // int_gemm_impl.hpp) for bench_int_tunings: each differs from the default in
 // one member. On AMX machines the default is the AMX kernel's tuning (AmxTile,
 // as int_gemm_amx.avx512.cpp defines it) and its variations.
+#include <limits>
+
 #include "kernels/x86/int_gemm_impl.hpp"
 #include "support/int_tunings.hpp"
 
@@ -17,6 +19,13 @@ struct Block1200K : Base {
 };
 struct TwoPanels : Base {
   static constexpr int kTilePanels = 2;
+};
+struct ForwardWalks : Base {
+  static constexpr bool kAlternateTileWalk = false;
+};
+template <int64_t K>
+struct KChunk : Base {
+  static constexpr int64_t kKChunk = K;
 };
 struct NoPrefetch : Base {
   static constexpr int64_t kStreamPrefetchBytes = 0;
@@ -84,6 +93,11 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"activation block 384 KiB", make<Block384K>},
           {"activation block 1200 KiB", make<Block1200K>},
           {"register tile 6 x 2 panels", make<TwoPanels>},
+          {"weight tiles walked forward for every block (before)", make<ForwardWalks>},
+          {"large M: K chunks of 2048", make<KChunk<2048>>},
+          {"large M: K chunks of 3072", make<KChunk<3072>>},
+          {"large M: K chunks of 6144", make<KChunk<6144>>},
+          {"large M: all of K at once (before)", make<KChunk<std::numeric_limits<int64_t>::max()>>},
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},

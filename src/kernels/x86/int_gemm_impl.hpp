@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -66,6 +67,18 @@ namespace {
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
+//  kAlternateTileWalk: large M walks the weight tiles backwards for every
+//    other activation block of a thread: a weight larger than the last-level
+//    cache (K = 12288 N = 3072 INT8 is 37.7 MB, Zen 5's L3 32 MiB) then
+//    starts each walk on the tiles the previous walk left in cache, instead
+//    of evicting each tile just before its next use (BENCHMARKS.md, "Issue
+//    14 on Zen 5, second session").
+//  kKChunk: large M runs K in chunks of this many k past it
+//    (run_tile_k_chunks), so that a chunk of the P weight panels stays in L2
+//    next to the activation block's chunk while every 6-token panel uses it:
+//    at K = 12288 a whole 4-panel INT8 tile is 768 KiB, next to a 768 KiB
+//    activation block, and Zen 5's L2 is 1 MiB (BENCHMARKS.md, "Issue 14 on
+//    Zen 5, second session"). AVX2: 1-panel tiles fit; never.
 //  kAmx: large M runs on AMX tiles (forward_large_amx; set only by the
 //    tuning of int_gemm_amx.avx512.cpp, whose kernel the dispatch builds on
 //    Isa::amx; the tile instructions live in amx_tiles.avx512amx.cpp).
@@ -91,6 +104,8 @@ struct IntTile<16> {
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
+  static constexpr bool kAlternateTileWalk = true;
+  static constexpr int64_t kKChunk = 3072;
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -102,6 +117,8 @@ struct IntTile<8> {
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
+  static constexpr bool kAlternateTileWalk = true;
+  static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -282,12 +299,14 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
 //            activations (16·q must fit int8).
 enum class WeightMode { int8, int4, int4_x16 };
 
-// acc[r][c] over the full padded K for MR tokens of one activation panel and
+// acc[r][c] over kp (padded) k for MR tokens of one activation panel and
 // the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
-// out[r][P·16] (int32, offset not removed). objdump (g++ 12): the k loops keep
-// every accumulator in a register (loads, broadcasts and dot products only).
+// out[r][P·16] (int32, offset not removed), added to what out holds with
+// `accumulate` (a later K chunk: int32 sums, so the chunks add exactly).
+// objdump (g++ 12): the k loops keep every accumulator in a register (loads,
+// broadcasts and dot products only).
 template <class V, class T, int MR, WeightMode Mode, bool Stream>
-void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
+void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, bool accumulate) {
   using I = typename V::I;
   constexpr int L = V::kLanes, H = 16 / L, P = T::kTilePanels, NV = P * H;
   constexpr int64_t kAhead = T::kStreamPrefetchBytes;
@@ -295,7 +314,7 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
   MIXQ_UNROLL
   for (int r = 0; r < MR; ++r)
     MIXQ_UNROLL
-    for (int v = 0; v < NV; ++v) c[r][v] = V::zeroi();
+    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? V::loadi_a(out + r * P * 16 + v * L) : V::zeroi();
   const uint8_t* bp[P];
   MIXQ_UNROLL
   for (int p = 0; p < P; ++p) bp[p] = b[p];
@@ -358,7 +377,7 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out) {
     for (int v = 0; v < NV; ++v) V::storei_a(out + r * P * 16 + v * L, c[r][v]);
 }
 
-using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*);
+using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*, bool);
 
 template <class V, class T, WeightMode Mode, bool Stream>
 MicroFn micro_for(int rows) {
@@ -537,8 +556,10 @@ class SimdIntKernel final : public IntKernel {
   }
 
   // Runs P weight panels over every activation panel of blk (rows tokens);
-  // `stream` when the panels come from DRAM (small M).
+  // `stream` when the panels come from DRAM (small M), else (large M) in K
+  // chunks past T::kKChunk k.
   void run_tile(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel, bool stream, float* y) const {
+    const bool k_chunks = !stream && w_.kp > T::kKChunk;
     alignas(64) int32_t acc[kMr * P * 16];
     const uint8_t* b[P];
     if (w_.codes || w_.rows) {  // decode / transpose the P panels into this thread's int8 tile (L2-sized)
@@ -558,12 +579,43 @@ class SimdIntKernel final : public IntKernel {
       for (int c = 0; c < P; ++c) b[c] = w_.panel(panel[c]);
     }
     util::PhaseScope phase("integer GEMM + epilogue");
+    const int64_t kp = w_.kp;
+    if (k_chunks) return run_tile_k_chunks(blk, rows, row0, panel, b, y);
     for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
-      const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
+      const int8_t* a = blk.q.data() + (r0 / kMr) * kp * kMr;
       prefetch_output(row0 + r0, mr, panel, y);
-      micro_for<V, T>(mr, mode_, stream)(a, w_.kp, b, acc);
+      micro_for<V, T>(mr, mode_, stream)(a, kp, b, acc, false);
       epilogue(acc, mr, row0 + r0, blk, r0, panel, y, mode_ == WeightMode::int4_x16);
+    }
+  }
+
+  // run_tile past T::kKChunk k (large M only): K in chunks of kKChunk, each
+  // chunk of the P panels used by every activation panel of the block before
+  // the next one, the block's int32 sums kept between chunks; then the
+  // epilogue. The same sums, so the same bits.
+  void run_tile_k_chunks(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel,
+                         const uint8_t* const* b, float* y) const {
+    constexpr int64_t kCols = P * 16;
+    const int64_t kp = w_.kp, padded = (rows + kMr - 1) / kMr * kMr;
+    const int64_t weight_bytes_per_k = mode_ == WeightMode::int8 ? kPanelCols : kPanelCols / 2;
+    thread_local std::vector<int32_t> sums;
+    if (sums.size() < static_cast<size_t>(padded * kCols + 16)) sums.resize(static_cast<size_t>(padded * kCols + 16));
+    int32_t* acc = reinterpret_cast<int32_t*>(aligned64(reinterpret_cast<uint8_t*>(sums.data())));
+    for (int64_t k0 = 0; k0 < kp; k0 += T::kKChunk) {
+      const int64_t len = std::min(T::kKChunk, kp - k0);
+      const uint8_t* bk[P];
+      for (int c = 0; c < P; ++c) bk[c] = b[c] + k0 * weight_bytes_per_k;
+      for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
+        const int8_t* a = blk.q.data() + (r0 / kMr) * kp * kMr + k0 * kMr;
+        micro_for<V, T>(mr, mode_, false)(a, len, bk, acc + r0 * kCols, k0 > 0);
+      }
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
+      prefetch_output(row0 + r0, mr, panel, y);
+      epilogue(acc + r0 * kCols, mr, row0 + r0, blk, r0, panel, y, mode_ == WeightMode::int4_x16);
     }
   }
 
@@ -648,9 +700,10 @@ class SimdIntKernel final : public IntKernel {
   }
 
   void forward_large(const float* x, int64_t m, float* y) const {
-    // Block rows so that the quantized block stays in L2 and the blocks split
-    // evenly over the threads.
-    const int64_t mc = util::balanced_block_rows(m, T::kActBlockBytes / w_.kp, kMr, mixq::num_threads());
+    // Block rows so that the quantized block (past kKChunk k: its K chunk)
+    // stays in L2 and the blocks split evenly over the threads.
+    const int64_t mc =
+        util::balanced_block_rows(m, T::kActBlockBytes / std::min(w_.kp, T::kKChunk), kMr, mixq::num_threads());
     const int64_t nblocks = (m + mc - 1) / mc;
     util::parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1, int) {
       thread_local ActBlock blk;
@@ -658,7 +711,11 @@ class SimdIntKernel final : public IntKernel {
         const int64_t row0 = bi * mc;
         const int64_t rows = std::min(mc, m - row0);
         prepare(x + row0 * w_.k, rows, blk);
-        for (int64_t q = 0; q < w_.panels / P; ++q) {
+        // Every block walks all the weight tiles (kAlternateTileWalk: every
+        // other one backwards).
+        const int64_t tiles = w_.panels / P;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t q = T::kAlternateTileWalk && (bi - b0) % 2 == 1 ? tiles - 1 - t : t;
           int64_t panel[P];
           for (int c = 0; c < P; ++c) panel[c] = P * q + c;
           run_tile(blk, rows, row0, panel, false, y);
