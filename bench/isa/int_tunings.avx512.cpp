@@ -20,9 +20,6 @@ struct Block1200K : Base {
 struct TwoPanels : Base {
   static constexpr int kTilePanels = 2;
 };
-struct ForwardWalks : Base {
-  static constexpr bool kAlternateTileWalk = false;
-};
 template <int64_t K>
 struct KChunk : Base {
   static constexpr int64_t kKChunk = K;
@@ -89,11 +86,10 @@ namespace mixq::bench {
 
 std::vector<IntTuning> int_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default (4 panels, block 768 KiB, prefetch 2 KiB)", make<Base>},
+  return {{"default (4 panels, block 768 KiB, K chunks 3072, prefetch 2 KiB)", make<Base>},
           {"activation block 384 KiB", make<Block384K>},
           {"activation block 1200 KiB", make<Block1200K>},
           {"register tile 6 x 2 panels", make<TwoPanels>},
-          {"weight tiles walked forward for every block (before)", make<ForwardWalks>},
           {"large M: K chunks of 2048", make<KChunk<2048>>},
           {"large M: K chunks of 3072", make<KChunk<3072>>},
           {"large M: K chunks of 6144", make<KChunk<6144>>},

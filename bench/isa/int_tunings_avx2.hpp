@@ -22,9 +22,6 @@ struct Block512K : Base {
 struct Block1M : Base {
   static constexpr int64_t kActBlockBytes = 1024 * 1024;
 };
-struct ForwardWalks : Base {
-  static constexpr bool kAlternateTileWalk = false;
-};
 struct NoPrefetch : Base {
   static constexpr int64_t kStreamPrefetchBytes = 0;
 };
@@ -65,7 +62,6 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"activation block 128 KiB", make<V, Block128K>},
           {"activation block 512 KiB", make<V, Block512K>},
           {"activation block 1 MiB", make<V, Block1M>},
-          {"weight tiles walked forward for every block (before)", make<V, ForwardWalks>},
           {"no small-M prefetch (the default before)", make<V, NoPrefetch>},
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},

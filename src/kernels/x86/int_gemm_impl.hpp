@@ -67,12 +67,6 @@ namespace {
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
-//  kAlternateTileWalk: large M walks the weight tiles backwards for every
-//    other activation block of a thread: a weight larger than the last-level
-//    cache (K = 12288 N = 3072 INT8 is 37.7 MB, Zen 5's L3 32 MiB) then
-//    starts each walk on the tiles the previous walk left in cache, instead
-//    of evicting each tile just before its next use (BENCHMARKS.md, "Issue
-//    14 on Zen 5, second session").
 //  kKChunk: large M runs K in chunks of this many k past it
 //    (run_tile_k_chunks), so that a chunk of the P weight panels stays in L2
 //    next to the activation block's chunk while every 6-token panel uses it:
@@ -104,7 +98,6 @@ struct IntTile<16> {
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
-  static constexpr bool kAlternateTileWalk = true;
   static constexpr int64_t kKChunk = 3072;
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
@@ -117,7 +110,6 @@ struct IntTile<8> {
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
-  static constexpr bool kAlternateTileWalk = true;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
@@ -711,11 +703,7 @@ class SimdIntKernel final : public IntKernel {
         const int64_t row0 = bi * mc;
         const int64_t rows = std::min(mc, m - row0);
         prepare(x + row0 * w_.k, rows, blk);
-        // Every block walks all the weight tiles (kAlternateTileWalk: every
-        // other one backwards).
-        const int64_t tiles = w_.panels / P;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const int64_t q = T::kAlternateTileWalk && (bi - b0) % 2 == 1 ? tiles - 1 - t : t;
+        for (int64_t q = 0; q < w_.panels / P; ++q) {
           int64_t panel[P];
           for (int c = 0; c < P; ++c) panel[c] = P * q + c;
           run_tile(blk, rows, row0, panel, false, y);
