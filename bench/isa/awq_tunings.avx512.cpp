@@ -55,7 +55,8 @@ std::vector<AwqTuning> awq_tunings_avx512() {
           {"no scale/zero prefetch", run<NoParamPrefetch>},
           {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
           {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
-          {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>}};
+          {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>},
+          {"vdpbf16ps kernel (awq_avx512; its own bits)", awq_avx512, true}};
 }
 
 }  // namespace mixq::bench

@@ -1,7 +1,8 @@
 #pragma once
 // The f32-FMA AWQ kernel (src/kernels/x86/awq_w4a16_impl.hpp) compiled with
 // its target's tuning and with variations of it (bench/isa/awq_tunings.*.cpp,
-// each compiled for its instruction set), for bench_awq_tunings.
+// each compiled for its instruction set), for bench_awq_tunings; on AVX-512
+// also the vdpbf16ps kernel, on the same packed weights.
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace mixq::bench {
 struct AwqTuning {
   const char* name;  // "default" first, then what differs from it
   void (*run)(const kernels::x86::AwqPacked& w, const float* x, int64_t m, float* y);
+  bool bf16 = false;  // the vdpbf16ps kernel: x rounded to bf16, its own bits
 };
 
 std::vector<AwqTuning> awq_tunings_avx2();
