@@ -40,9 +40,9 @@ constexpr int64_t kReleasePanels = 64;
 
 // `Rounds` rounds of "vectors 2i and 2i+1 = the low and high interleave of
 // vectors i and i+8" over 16 vectors. Each round rotates the 4 bits of the
-// vector index and the bits of the element index into each other:
-// After four rounds of bytes the two indices have traded places, a 16x16
-// byte transpose.
+// vector index and the bits of the element index into each other; after
+// four rounds of bytes the two indices have traded places, a 16x16 byte
+// transpose.
 template <int Rounds, class Lo, class Hi>
 inline void interleave_rounds(__m128i x[16], Lo lo, Hi hi) {
   for (int round = 0; round < Rounds; ++round) {
