@@ -27,8 +27,10 @@
 // The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
 // AVX-512 6 × 4 panels (24 zmm accumulators, 4 weight registers, 1
 // broadcast), AVX2 6 × 1 panel (12 ymm accumulators, 2 weight registers, 1
-// broadcast). It runs a full K per call; its int32 results go through one
-// epilogue with the exact operation order of the reference (int_kernel.hpp).
+// broadcast; int_micro_impl.hpp). It runs a full K per call (large M past
+// kKChunk k: one K chunk, adding to the int32 sums of the chunks before); its
+// int32 results go through one epilogue with the exact operation order of the
+// reference (int_kernel.hpp).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,6 +45,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/x86/amx_tiles.hpp"
+#include "kernels/x86/int_micro_impl.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/int_weight_panels.hpp"
 #include "kernels/x86/nibble_steps.hpp"
@@ -278,127 +281,6 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
   for (int t = 0; t < TM; ++t)
     MIXQ_UNROLL
     for (int r = 0; r < R; ++r) out[t][r] = V::reduce_add(acc[t][r]);
-}
-
-// How the micro-kernel reads the weight panels (int_pack.hpp):
-//  int8:     one panel row is the u8 operand as is;
-//  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
-//            per 64 weight bytes;
-//  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
-//            nibbles in place (v & 0xF0 = 16·high) against plain activations:
-//            2 ops, and every product carries the factor 16, which the
-//            epilogue removes with an exact arithmetic shift. Needs int4
-//            activations (16·q must fit int8).
-enum class WeightMode { int8, int4, int4_x16 };
-
-// acc[r][c] over kp (padded) k for MR tokens of one activation panel and
-// the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
-// out[r][P·16] (int32, offset not removed), added to what out holds with
-// `accumulate` (a later K chunk: int32 sums, so the chunks add exactly).
-// objdump (g++ 12): the k loops keep every accumulator in a register (loads,
-// broadcasts and dot products only).
-template <class V, class T, int MR, WeightMode Mode, bool Stream>
-void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, bool accumulate) {
-  using I = typename V::I;
-  constexpr int L = V::kLanes, H = 16 / L, P = T::kTilePanels, NV = P * H;
-  constexpr int64_t kAhead = T::kStreamPrefetchBytes;
-  I c[MR][NV];
-  MIXQ_UNROLL
-  for (int r = 0; r < MR; ++r)
-    MIXQ_UNROLL
-    for (int v = 0; v < NV; ++v) c[r][v] = accumulate ? V::loadi_a(out + r * P * 16 + v * L) : V::zeroi();
-  const uint8_t* bp[P];
-  MIXQ_UNROLL
-  for (int p = 0; p < P; ++p) bp[p] = b[p];
-  // Column vector v of step `offset` (64 bytes per panel and step).
-  auto load = [&](int v, int64_t offset) { return V::loadi_a(bp[v / H] + offset + 4 * L * (v % H)); };
-  auto prefetch = [&](int64_t offset) {
-    if constexpr (Stream && kAhead > 0) {
-      MIXQ_UNROLL
-      for (int p = 0; p < P; ++p) _mm_prefetch(reinterpret_cast<const char*>(bp[p] + offset + kAhead), _MM_HINT_T0);
-    }
-  };
-  // Every row's 4 activation bytes at ak against the weight vectors w.
-  auto rows = [&](const int8_t* ak, const I* w) {
-    MIXQ_UNROLL
-    for (int r = 0; r < MR; ++r) {
-      const I x = V::bcast4(ak + 4 * r);
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) {
-        if constexpr (Mode == WeightMode::int8) c[r][v] = V::dot4(c[r][v], w[v], x);
-        else c[r][v] = V::dot4_small(c[r][v], w[v], x);
-      }
-    }
-  };
-  if constexpr (Mode == WeightMode::int8) {
-    for (int64_t kk = 0; kk < kp / 4; ++kk) {
-      I w[NV];
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = load(v, kk * 64);
-      prefetch(kk * 64);
-      rows(a + kk * kMr * 4, w);
-    }
-  } else if constexpr (Mode == WeightMode::int4_x16) {
-    const I lo = V::set1b(0x0F), hi = V::set1b(static_cast<int8_t>(0xF0));
-    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
-      prefetch(k8 * 64);
-      I w[NV];
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), lo);
-      rows(a + 2 * k8 * kMr * 4, w);
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), hi);
-      rows(a + (2 * k8 + 1) * kMr * 4, w);
-    }
-  } else {
-    const I mask = V::set1b(0x0F);
-    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
-      prefetch(k8 * 64);
-      I w[NV];
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), mask);
-      rows(a + 2 * k8 * kMr * 4, w);
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(V::template srli16<4>(load(v, k8 * 64)), mask);
-      rows(a + (2 * k8 + 1) * kMr * 4, w);
-    }
-  }
-  MIXQ_UNROLL
-  for (int r = 0; r < MR; ++r)
-    MIXQ_UNROLL
-    for (int v = 0; v < NV; ++v) V::storei_a(out + r * P * 16 + v * L, c[r][v]);
-}
-
-using MicroFn = void (*)(const int8_t*, int64_t, const uint8_t* const*, int32_t*, bool);
-
-template <class V, class T, WeightMode Mode, bool Stream>
-MicroFn micro_for(int rows) {
-  switch (rows) {
-    case 1: return micro<V, T, 1, Mode, Stream>;
-    case 2: return micro<V, T, 2, Mode, Stream>;
-    case 3: return micro<V, T, 3, Mode, Stream>;
-    case 4: return micro<V, T, 4, Mode, Stream>;
-    case 5: return micro<V, T, 5, Mode, Stream>;
-    default: return micro<V, T, 6, Mode, Stream>;
-  }
-}
-
-template <class V, class T, WeightMode Mode>
-MicroFn micro_for(int rows, bool stream) {
-  if constexpr (T::kStreamPrefetchBytes > 0)
-    if (stream) return micro_for<V, T, Mode, true>(rows);
-  return micro_for<V, T, Mode, false>(rows);
-}
-
-template <class V, class T>
-MicroFn micro_for(int rows, WeightMode mode, bool stream) {
-  switch (mode) {
-    case WeightMode::int8: return micro_for<V, T, WeightMode::int8>(rows, stream);
-    case WeightMode::int4: return micro_for<V, T, WeightMode::int4>(rows, stream);
-    default:
-      if constexpr (T::kX16) return micro_for<V, T, WeightMode::int4_x16>(rows, stream);
-      else return nullptr;  // never chosen (see the constructor)
-  }
 }
 
 inline uint8_t* aligned64(uint8_t* p) {
