@@ -126,7 +126,7 @@ void float_gemm_avx512_bf16(const uint32_t* a, int64_t m, const FloatPanels& w, 
 
 // AMX-BF16 core over the same FP8 panels (Isa::amx; float_gemm_amx.avx512.cpp),
 // for many rows: a is bf16 pairs of m rows of lda pairs, lda a multiple of
-// 16 (>= w.steps, zero past them), in the AMX A tile layout: chunk i (16
+// 16 (>= w.pair_steps(), zero past them), in the AMX A tile layout: chunk i (16
 // pairs, 64 bytes) of row r at a + (r / 16)·16·lda + 256·i + 16·(r % 16)
 // (uint32 units), so that a tile load reads 1 KiB in one piece
 // (prepare_bf16_avx512 with amx_tiles); 64-byte aligned and readable up to
