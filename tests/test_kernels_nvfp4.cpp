@@ -8,6 +8,7 @@
 // lacks is skipped by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -56,11 +57,18 @@ StoredNvfp4 make_nvfp4(int64_t n, int64_t k, uint64_t seed) {
 }
 
 TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
-  for (int64_t k : {16, 80, 72, 3}) {
+  // 600: 37 blocks and a partial one; a NaN, whole zero blocks and a tiny
+  // block (a subnormal E4M3 scale) among them.
+  for (int64_t k : {16, 80, 72, 3, 600}) {
     const int64_t blocks = (k + 15) / 16;
     for (int64_t m : {1, 7, 33}) {
       std::vector<float> x = random_floats(static_cast<size_t>(m * k), 7 + m + k, 2.0f);
       x[0] = 0.0f;  // exact zeros and a zero block stay zero
+      if (k > 16) x[static_cast<size_t>(k - 17)] = std::nanf("");  // NaN: no part of its block's scale, code 0
+      if (k == 600) {  // whole zero blocks among the vector ones, a tiny block (subnormal E4M3 scale)
+        for (int64_t i = 32; i < 48; ++i) x[static_cast<size_t>(i)] = 0.0f;
+        for (int64_t i = 48; i < 64; ++i) x[static_cast<size_t>(i)] *= 1e-4f;
+      }
       for (auto scale : {std::optional<float>{}, std::optional<float>{0.004f}}) {
         const quant::Nvfp4Blocks ref = quant::quantize_nvfp4(x.data(), m, k, scale);
         x86::Nvfp4Activation act;
