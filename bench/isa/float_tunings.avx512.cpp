@@ -64,6 +64,7 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"dot core (vdpbf16ps)", false, dot<Base>, true},
           {"dot core: decoded in registers at every M, K chunk 256 (before)", false,
            dot<NeverDecoded<DotStepChunk<Base, 256>>>, true},
+          {"dot core: decoded to bf16 from 8 rows", false, dot<DecodedRows<Base, 8>>, true},
           {"dot core: decoded to bf16 from 16 rows", false, dot<DecodedRows<Base, 16>>, true},
           {"dot core: decoded to bf16 from 48 rows", false, dot<DecodedRows<Base, 48>>, true},
           {"dot core: K chunk 256 steps", false, dot<DotStepChunk<Base, 256>>, true},

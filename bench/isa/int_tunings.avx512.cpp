@@ -92,6 +92,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"register tile 6 x 2 panels", make<TwoPanels>},
           {"large M: K chunks of 2048", make<KChunk<2048>>},
           {"large M: K chunks of 3072", make<KChunk<3072>>},
+          {"large M: K chunks of 4096", make<KChunk<4096>>},
           {"large M: K chunks of 6144", make<KChunk<6144>>},
           {"large M: all of K at once (before)", make<KChunk<std::numeric_limits<int64_t>::max()>>},
           {"no small-M prefetch", make<NoPrefetch>},

@@ -55,7 +55,7 @@ FloatGemm::FloatGemm(FastPath path, kernels::x86::PanelType type, const void* w,
     : path_(path) {
   namespace x86 = kernels::x86;
   if (path == FastPath::none) fail("FloatGemm: no fast path to pack for");
-  const bool fp8 = type == x86::PanelType::e4m3 || type == x86::PanelType::e5m2 || type == x86::PanelType::mxfp8;
+  const bool fp8 = x86::is_fp8(type);
   // AMX machines run FP8 / MXFP8 on bf16 tiles from kAmxRows rows up, and
   // below that the core the FMA / vdpbf16ps probe picks (fma_rows); every
   // core reads the same panels.

@@ -40,6 +40,11 @@
 namespace mixq::kernels::x86 {
 
 enum class PanelType : uint8_t { f32, bf16, f16, e4m3, e5m2, mxfp8, nvfp4 };
+// One byte an element, FP8 codes: what the vdpbf16ps / AMX cores and the
+// in-place readers take.
+constexpr bool is_fp8(PanelType type) {
+  return type == PanelType::e4m3 || type == PanelType::e5m2 || type == PanelType::mxfp8;
+}
 
 struct FloatPanels {
   PanelType type = PanelType::f32;

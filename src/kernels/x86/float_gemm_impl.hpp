@@ -342,7 +342,7 @@ inline void block_scales(const uint8_t* e, typename V::F* out) {
 // ([sb, se) below), so they share its scales.
 template <class V, class Tune, PanelType T>
 constexpr bool kTwoSteps =
-    Tune::kTwoSteps && V::kLanes == 16 && (T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8);
+    Tune::kTwoSteps && V::kLanes == 16 && is_fp8(T);
 
 // The 16 E8M0 block scales at e (one panel's columns) as 32 f32, each
 // column's twice: the lanes of a k-pair row ([k, k+1] per column).
@@ -647,8 +647,7 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
 // packing path (p0 where this one does not apply).
 template <class V, class Tune, Core C, PanelType T>
 int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
-  constexpr bool kFp8Codes = T == PanelType::e4m3 || T == PanelType::e5m2 || T == PanelType::mxfp8;
-  if constexpr (C == Core::fma && kFp8Codes && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
+  if constexpr (C == Core::fma && is_fp8(T) && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
     if (m > Tune::kInPlaceRegisterRows || !fp8_rows_in_place_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
     fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
@@ -717,10 +716,9 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 template <class V, Core C, class Tune = FloatTile<V::kLanes>>
 void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  const bool fp8 = w.type == PanelType::e4m3 || w.type == PanelType::e5m2 || w.type == PanelType::mxfp8;
   if (C == Core::fma && lda < w.k)
     fail("float gemm: activation rows hold {} values, the weight needs {}", lda, w.k);
-  if (C == Core::dot && (!fp8 || lda < w.pair_steps()))
+  if (C == Core::dot && (!is_fp8(w.type) || lda < w.pair_steps()))
     fail("float gemm: the bf16 core needs FP8 panels and {} activation pairs a row (has {})", w.pair_steps(), lda);
   // E4M3 codes (and NVFP4's E4M3 block scales) decode to value·2^-8
   // (float_gemm.hpp): the 2^8 goes to alpha.

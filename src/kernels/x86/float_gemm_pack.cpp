@@ -26,10 +26,6 @@ int elem_bytes(PanelType type) {
   }
 }
 
-bool is_fp8(PanelType type) {
-  return type == PanelType::e4m3 || type == PanelType::e5m2 || type == PanelType::mxfp8;
-}
-
 int64_t block_of(PanelType type) {
   return type == PanelType::mxfp8 ? 32 : type == PanelType::nvfp4 ? 16 : 0;
 }

@@ -70,28 +70,22 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, b
       prefetch(kk * 64);
       rows(a + kk * kMr * 4, w);
     }
-  } else if constexpr (Mode == WeightMode::int4_x16) {
-    const I lo = V::set1b(0x0F), hi = V::set1b(static_cast<int8_t>(0xF0));
-    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
-      prefetch(k8 * 64);
-      I w[NV];
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), lo);
-      rows(a + 2 * k8 * kMr * 4, w);
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), hi);
-      rows(a + (2 * k8 + 1) * kMr * 4, w);
-    }
   } else {
-    const I mask = V::set1b(0x0F);
+    // Low nibbles, then high ones: int4_x16 keeps them in place (16·high),
+    // int4 shifts them down.
+    const I low4 = V::set1b(0x0F), high4 = V::set1b(static_cast<int8_t>(0xF0));
+    auto high = [&](I v) {
+      if constexpr (Mode == WeightMode::int4_x16) return V::andi(v, high4);
+      else return V::andi(V::template srli16<4>(v), low4);
+    };
     for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
       prefetch(k8 * 64);
       I w[NV];
       MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), mask);
+      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), low4);
       rows(a + 2 * k8 * kMr * 4, w);
       MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(V::template srli16<4>(load(v, k8 * 64)), mask);
+      for (int v = 0; v < NV; ++v) w[v] = high(load(v, k8 * 64));
       rows(a + (2 * k8 + 1) * kMr * 4, w);
     }
   }
