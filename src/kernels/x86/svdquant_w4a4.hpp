@@ -11,7 +11,8 @@
 // against 4 broadcast signed activation codes qa. The weight offset comes
 // out exactly per group with the activation code sums:
 //   Σ (qw + 8)·qa = Σ qw·qa + 8·Σ qa,
-// so no per-column term is stored.
+// so no per-column term is stored: each group dot starts at the row's
+// offset term −8·Σ qa (SvdquantActs::offset_terms).
 //
 // The layer holds only this struct: the group scales, both low-rank factors
 // and the smoothing divisor stay at their stored width (F16, BF16 or F32;
@@ -82,7 +83,7 @@ struct SvdquantActs {
   int8_t* q() { return codes.data() + at; }
   const int8_t* q() const { return codes.data() + at; }
   std::vector<float> scales;   // [M][groups]
-  std::vector<int32_t> sums;   // [M][groups] Σ qa
+  std::vector<int32_t> offset_terms;  // [M][groups] −8·Σ qa (the weight offset's share of a group dot)
   std::vector<float> lora;     // [M][R] x·proj_down
 };
 // Requires AVX-512 VNNI. amx (only where best_isa() is Isa::amx): more than

@@ -6,7 +6,7 @@
 // off), and the integer group dots are exact.
 //
 // Per call: activation rows are quantized (signed codes qa, per-group scales
-// and code sums) and the low-rank input lora = x·proj_down is formed;
+// and offset terms) and the low-rank input lora = x·proj_down is formed;
 // then a register block of R rows × CB panels walks K group by group. A
 // 16-column panel is 16 / kLanes vectors ("halves" on AVX2), so the block
 // holds R·CB·16/kLanes int32 group accumulators and as many fp32 outputs.
@@ -27,15 +27,16 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// Register block per target: rows × panels. AVX-512: 4 × 2 (8 int32 group
-// accumulators + 8 fp32 outputs in zmm); AVX2: 2 × 1 (4 + 4 ymm next to 4
-// unpacked weight vectors and 2 broadcasts, 14 of 16). Chosen by timing
-// M = 1 and 4096; bench_linear_more re-measures the AVX-512 tile (svdquant has
-// no quantizer, so `mixq bench` cannot time it).
+// Register block per target: rows × panels. AVX-512: 4 × 3 (12 int32 group
+// accumulators + 12 fp32 outputs in zmm, next to 3 to 6 unpacked weight
+// vectors); AVX2: 2 × 1 (4 + 4 ymm next to 4 unpacked weight vectors and 2
+// broadcasts, 14 of 16). Chosen by timing M = 1024 / 4096 (BENCHMARKS.md:
+// 4 × 3 against 4 × 2, 3 × 4 and 6 × 2); bench_phases and bench_linear_more
+// time the layer (svdquant has no quantizer, so `mixq bench` cannot).
 template <class V>
 struct SvdquantTile {
   static constexpr int kRows = V::kLanes == 16 ? 4 : 2;
-  static constexpr int kPanels = V::kLanes == 16 ? 2 : 1;
+  static constexpr int kPanels = V::kLanes == 16 ? 3 : 1;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
@@ -46,10 +47,10 @@ constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) 
 // where min/max take the operands in the order that keeps a NaN like
 // std::min/max do and the truncating conversion turns it into byte 0 like the
 // scalar cast. Stored is the signed qa = code − offset (what the reference
-// multiplies: a NaN gives −offset there too) and code_sums holds Σ qa.
+// multiplies: a NaN gives −offset there too) and offset_terms holds −8·Σ qa.
 template <class V>
 void quantize_act_row(const float* x, const StoredView& smooth, int64_t k, bool act_unsigned, float* tmp,
-                      int8_t* codes, float* scales, int32_t* code_sums) {
+                      int8_t* codes, float* scales, int32_t* offset_terms) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes;
@@ -74,7 +75,7 @@ void quantize_act_row(const float* x, const StoredView& smooth, int64_t k, bool 
       V::store_i8(codes + g * svdq::kGroup + L * q, qa);
     }
     scales[g] = s;
-    code_sums[g] = V::reduce_add(sum);
+    offset_terms[g] = -8 * V::reduce_add(sum);
   }
 }
 
@@ -166,22 +167,33 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) out[r][u] = V::zero();
   for (int64_t g = 0; g < groups; ++g) {
+    // Each group dot starts at its offset term: Σ (qw + 8)·qa − 8·Σ qa =
+    // Σ qw·qa, exact in int32, with no subtraction after the dots.
     I acc[R][U];
-    for (int r = 0; r < R; ++r)
-      for (int u = 0; u < U; ++u) acc[r][u] = V::zeroi();
-    for (int64_t o = g * 8; o < g * 8 + 8; ++o) {
-      I lo[U], hi[U];
-      for (int u = 0; u < U; ++u) {
-        const I v = V::loadi(pk.weight.data() + ((p0 + u / H) * k8 + o) * 16 + L * (u % H));
-        lo[u] = V::andi(v, low4);
-        hi[u] = V::andi(V::template srli<4>(v), low4);
-      }
-      for (int r = 0; r < R; ++r) {
-        const int8_t* codes = a.q() + (m0 + r) * a.k + o * 8;
-        const I a0 = V::bcast4(codes), a1 = V::bcast4(codes + 4);
-        for (int u = 0; u < U; ++u) {  // weight offsets 0..15 (unsigned) · qa -8..15 (signed)
-          acc[r][u] = V::dot4_small(acc[r][u], lo[u], a0);
-          acc[r][u] = V::dot4_small(acc[r][u], hi[u], a1);
+    for (int r = 0; r < R; ++r) {
+      const I start = V::bcast4(a.offset_terms.data() + (m0 + r) * groups + g);
+      for (int u = 0; u < U; ++u) acc[r][u] = start;
+    }
+    // Unrolled: g++ 12 otherwise copies every accumulator between registers
+    // once or twice per octet (objdump), as many moves as dot products.
+    MIXQ_UNROLL
+    for (int oct = 0; oct < 8; ++oct) {
+      const int64_t o = g * 8 + oct;
+      // Low nibbles (k 0..3 of the octet) against every row, then the high
+      // ones (k 4..7).
+      auto weights = [&](I* w, bool high) {
+        for (int u = 0; u < U; ++u) {
+          const I v = V::loadi(pk.weight.data() + ((p0 + u / H) * k8 + o) * 16 + L * (u % H));
+          w[u] = V::andi(high ? V::template srli<4>(v) : v, low4);
+        }
+      };
+      for (int half = 0; half < 2; ++half) {
+        I w[U];
+        weights(w, half == 1);
+        for (int r = 0; r < R; ++r) {
+          const I x = V::bcast4(a.q() + (m0 + r) * a.k + o * 8 + 4 * half);
+          for (int u = 0; u < U; ++u)  // weight offsets 0..15 (unsigned) · qa -7..15 (signed)
+            acc[r][u] = V::dot4_small(acc[r][u], w[u], x);
         }
       }
     }
@@ -190,10 +202,8 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       const F ws = wscale.load<V>(g * np + col);
       for (int r = 0; r < R; ++r) {
         const int64_t row = m0 + r;
-        // Σ (qw + 8)·qa − 8·Σ qa = Σ qw·qa, exact in int32.
-        const I dot = V::subi(acc[r][u], V::set1i(8 * a.sums[row * groups + g]));
         const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
-        out[r][u] = V::add(out[r][u], V::mul(V::cvt(dot), sc));
+        out[r][u] = V::add(out[r][u], V::mul(V::cvt(acc[r][u]), sc));
       }
     }
   }
@@ -245,7 +255,7 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
     MIXQ_UNROLL
     for (int r = 0; r < 16; ++r) {
       const int64_t row = m0 + r;
-      const I dot = V::subi(V::loadi_a(c + 16 * r), V::set1i(8 * a.sums[row * groups + g]));
+      const I dot = V::addi(V::loadi_a(c + 16 * r), V::bcast4(a.offset_terms.data() + row * groups + g));
       const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
       out[r][0] = V::add(out[r][0], V::mul(V::cvt(dot), sc));
     }
@@ -263,6 +273,8 @@ void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int6
   int64_t m = m_begin;
   for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, y);
   switch (m_end - m) {
+    case 5: if constexpr (R > 5) block<V, 5, CB>(pk, a, m, p, y); break;
+    case 4: if constexpr (R > 4) block<V, 4, CB>(pk, a, m, p, y); break;
     case 3: if constexpr (R > 3) block<V, 3, CB>(pk, a, m, p, y); break;
     case 2: if constexpr (R > 2) block<V, 2, CB>(pk, a, m, p, y); break;
     case 1: block<V, 1, CB>(pk, a, m, p, y); break;
@@ -280,9 +292,7 @@ void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64
   constexpr int CB = SvdquantTile<V>::kPanels;
   int64_t p = p_begin;
   for (; p + CB <= p_end; p += CB) rows<V, CB>(pk, a, m_begin, m_end, p, y);
-  if constexpr (CB > 1) {
-    if (p < p_end) rows<V, 1>(pk, a, m_begin, m_end, p, y);
-  }
+  for (; p < p_end; ++p) rows<V, 1>(pk, a, m_begin, m_end, p, y);
 }
 
 #if defined(MIXQ_SVDQUANT_AMX)
@@ -322,7 +332,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
     std::vector<float> tmp(k);
     for (int64_t r = begin; r < end; ++r)
       quantize_act_row<V>(x + r * k, smooth, k, pk.act_unsigned, tmp.data(), a.q() + r * k,
-                          a.scales.data() + r * a.groups, a.sums.data() + r * a.groups);
+                          a.scales.data() + r * a.groups, a.offset_terms.data() + r * a.groups);
     int64_t r = begin;
     for (; r + 4 <= end; r += 4)
       lora_down_rows<V, 4>(x + r * k, k, proj_down, rank, pk.rank_pad, a.lora.data() + r * rank);

@@ -15,7 +15,7 @@ void SvdquantActs::size_for(const SvdquantPacked& w, int64_t rows) {
   codes.resize(static_cast<size_t>(m * k) + 64);
   at = (64 - reinterpret_cast<uintptr_t>(codes.data()) % 64) % 64;
   scales.resize(static_cast<size_t>(m * groups));
-  sums.resize(scales.size());
+  offset_terms.resize(scales.size());
   lora.resize(static_cast<size_t>(m * rank));
 }
 
