@@ -114,7 +114,7 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 // lda]) against panels [p0, p1) of w (each panel's 16 columns inside w.n;
 // one-k, in place), all of K, transposed and decoded in registers
 // (fp8_rows_in_place.avx512vbmi.cpp; AVX-512 VBMI), `side_by_side` (1 .. 3)
-// panels at a time (independent FMA chains), each row's codes fetched
+// panels at a time (FMA chains interleaved step by step), each row's codes fetched
 // `prefetch_bytes` ahead (0: none). alpha is the FMA core's (times 2^8 for
 // E4M3 and MXFP8 panels); y [m, w.n] as above; the columns holding an E4M3
 // NaN code are appended to nan_columns.

@@ -271,8 +271,12 @@ struct FloatTile<16> {
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
   static constexpr int64_t kInPlaceRegisterRows = 4;
-  static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
-  static constexpr int64_t kInPlaceRowPrefetchBytes = 512;
+  // Two panels' FMA chains interleaved, each row fetched 256 B ahead (32
+  // row streams: the bytes ahead of one panel at 512 B): 1.2-1.8x one panel
+  // at 512 B on Zen 5 at M = 1 to 4, one shape of three even (BENCHMARKS.md,
+  // "Issue 14 on Zen 5, third session").
+  static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
+  static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
 };
 
 enum class Core { fma, dot };

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
@@ -165,8 +166,8 @@ struct Call {
   std::vector<int64_t>* nan_columns;  // null: another row group reports them
 };
 
-// Rows [0, R) against panels p .. p+J-1, all of K: each 32-k block of one
-// panel, then of the next (J independent FMA chains per row in flight).
+// Rows [0, R) against panels p .. p+J-1, all of K, 32 k at a time: the J
+// panels' steps alternate (J independent FMA chains per row in flight).
 // Codes: E4m3Codes, Mxfp8Codes (every block a full 32 k) or E5m2Codes.
 template <int R, int J, class Codes>
 void panels_in_registers(const Call& c, int64_t p) {
@@ -179,57 +180,70 @@ void panels_in_registers(const Call& c, int64_t p) {
     for (int i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
   }
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  // Steps [k0, k0 + count) of panel p + j, count <= 32 (the codes past it
-  // load as zero and are not summed).
-  auto block = [&](int j, int64_t k0, int64_t count) {
-    const uint8_t* rows = w.rows + (p + j) * 16 * stride;
+  // Steps [k0, k0 + count) of the J panels, count <= 32 (the codes past it
+  // load as zero and are not summed). The panels' FMAs alternate step by
+  // step: each output is one chain in k order (4-cycle FMA latency per
+  // step), so at one row a panel alone waits on its chain; J chains side by
+  // side in program order keep J in flight.
+  auto blocks = [&](int64_t k0, int64_t count) {
     const __mmask32 live = count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1;
-    __m512i x[8];
+    __m512i x[J][8];
     MIXQ_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const uint8_t* lo = rows + i * stride + k0;
-      const uint8_t* hi = lo + 8 * stride;
-      if (c.prefetch > 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+    for (int j = 0; j < J; ++j) {
+      const uint8_t* rows = w.rows + (p + j) * 16 * stride;
+      MIXQ_UNROLL
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t* lo = rows + i * stride + k0;
+        const uint8_t* hi = lo + 8 * stride;
+        if (c.prefetch > 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+        }
+        x[j][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, lo)),
+                                     _mm256_maskz_loadu_epi8(live, hi), 1);
       }
-      x[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, lo)),
-                                _mm256_maskz_loadu_epi8(live, hi), 1);
+      transpose_rows_16x32(x[j]);
     }
-    transpose_rows_16x32(x);
-    [[maybe_unused]] __m512 scale;  // MXFP8: block k0 / 32 of the panel's rows
+    [[maybe_unused]] __m512 scale[J];  // MXFP8: block k0 / 32 of each panel's rows
     if constexpr (Codes::kBlockScaled)
-      scale = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
+      MIXQ_UNROLL
+      for (int j = 0; j < J; ++j)
+        scale[j] = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
       if (4 * t >= count) break;
       // bf16 high bytes (sign | table) and low bytes of the 64 codes.
       const Bf16Tables& tables = Codes::kTables;
-      const __m512i hi = _mm512_ternarylogic_epi32(
-          _mm512_permutex2var_epi8(_mm512_load_si512(tables.high.data()), x[t],
-                                   _mm512_load_si512(tables.high.data() + 64)),
-          x[t], sign, 0xF8);
-      const __m512i lo = _mm512_permutex2var_epi8(_mm512_load_si512(tables.low.data()), x[t],
-                                                  _mm512_load_si512(tables.low.data() + 64));
-      if constexpr (Codes::kNanMarker) seen[j] = _mm512_or_si512(seen[j], lo);
+      __m512i hi[J], lo[J];
+      MIXQ_UNROLL
+      for (int j = 0; j < J; ++j) {
+        hi[j] = _mm512_ternarylogic_epi32(
+            _mm512_permutex2var_epi8(_mm512_load_si512(tables.high.data()), x[j][t],
+                                     _mm512_load_si512(tables.high.data() + 64)),
+            x[j][t], sign, 0xF8);
+        lo[j] = _mm512_permutex2var_epi8(_mm512_load_si512(tables.low.data()), x[j][t],
+                                         _mm512_load_si512(tables.low.data() + 64));
+        if constexpr (Codes::kNanMarker) seen[j] = _mm512_or_si512(seen[j], lo[j]);
+      }
       MIXQ_UNROLL
       for (int u = 0; u < 4; ++u) {
         if (4 * t + u >= count) break;
         const int64_t s = k0 + 4 * t + u;  // every output's chain in k order
-        __m512 wv = _mm512_castsi512_ps(
-            _mm512_maskz_permutex2var_epi8(kTopHalves, hi, _mm512_load_si512(kPlace.idx[u]), lo));
-        if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale);
         MIXQ_UNROLL
-        for (int i = 0; i < R; ++i) acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
+        for (int j = 0; j < J; ++j) {
+          __m512 wv = _mm512_castsi512_ps(
+              _mm512_maskz_permutex2var_epi8(kTopHalves, hi[j], _mm512_load_si512(kPlace.idx[u]), lo[j]));
+          if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale[j]);
+          MIXQ_UNROLL
+          for (int i = 0; i < R; ++i)
+            acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
+        }
       }
     }
   };
   int64_t k0 = 0;
-  for (; k0 + 32 <= k; k0 += 32)
-    MIXQ_UNROLL
-    for (int j = 0; j < J; ++j) block(j, k0, 32);
-  if (k0 < k)
-    for (int j = 0; j < J; ++j) block(j, k0, k - k0);
+  for (; k0 + 32 <= k; k0 += 32) blocks(k0, 32);
+  if (k0 < k) blocks(k0, k - k0);
   // As the FMA core's micro-kernel: alpha (rounded), then the bias; the
   // dwords back in row order (rows 4-7 and 8-11 swap lanes).
   const __m512 alpha = _mm512_set1_ps(c.alpha);
@@ -256,6 +270,22 @@ void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) 
   if (side_by_side >= 2)
     for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2, Codes>(c, p);
   for (; p < p1; ++p) panels_in_registers<R, 1, Codes>(c, p);
+}
+
+// How many of `wanted` panels stream side by side: the J panels' 16·J rows
+// must not crowd an L1 set. L1 (48 KiB, 12 ways on Zen 4/5 and Sapphire /
+// Emerald Rapids) has 64 sets of 64 B, so rows `stride` bytes apart (a
+// multiple of 64) fall on 64 / gcd(stride / 64, 64) sets. Up to 16 rows a
+// set, two panels ran 1.6-1.9x one (K = 2048, 6144, 10240: 2 sets); at 32
+// (K = 4096, 12288: 1 set) no faster (15.9 against 30.6 GB/s at K = 4160;
+// one thread, in cache): a line is evicted before the next block reads its
+// second half.
+int panels_side_by_side(int64_t stride, int wanted) {
+  if (stride % 64 != 0) return wanted;
+  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);
+  int j = wanted;
+  while (j > 1 && 16 * j > 16 * sets) --j;
+  return j;
 }
 
 template <class Codes>
@@ -287,6 +317,7 @@ void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const 
                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                   const float* bias, float* y, std::vector<int64_t>& nan_columns) {
   const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
+  side_by_side = panels_side_by_side(w.rows_stride, side_by_side);
   switch (w.type) {
     case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
     case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
