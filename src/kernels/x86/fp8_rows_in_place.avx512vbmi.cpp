@@ -282,10 +282,8 @@ void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) 
 // second half.
 int panels_side_by_side(int64_t stride, int wanted) {
   if (stride % 64 != 0) return wanted;
-  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);
-  int j = wanted;
-  while (j > 1 && 16 * j > 16 * sets) --j;
-  return j;
+  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);  // 16 rows a set at most: J <= sets
+  return static_cast<int>(std::min<int64_t>(wanted, sets));
 }
 
 template <class Codes>

@@ -270,6 +270,7 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
 template <class V, int CB>
 void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p, float* y) {
   constexpr int R = SvdquantTile<V>::kRows;
+  static_assert(R <= 6, "the remainder cases below go up to 5 rows");
   int64_t m = m_begin;
   for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, y);
   switch (m_end - m) {
