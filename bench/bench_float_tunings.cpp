@@ -22,9 +22,12 @@
 // the same run (median and best pass); larger M reports GFLOPS.
 //
 //   bench_float_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
-//                       [--tuning TEXT ..]
+//                       [--tuning TEXT ..] [--in-cache]
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable),
 //            next to the default.
+//   --in-cache: one copy of the weights at every M (no DRAM ring): with a
+//            small shape, the kernels' compute rate (GFLOPS; at M = 1 a
+//            byte per FP8 weight is GFLOPS / 2 GB/s).
 //   formats: float8_e4m3fn (default), float8_e5m2, mxfp8 (E4M3 codes + E8M0 per 32 k),
 //            bf16 (unquantized; packed tunings only)
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
@@ -110,7 +113,10 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
 
 int main(int argc, char** argv) try {
   std::vector<std::string> picked;
-  BenchArgs o = parse_tuning_args("bench_float_tunings", argc, argv, picked);
+  bool in_cache = false;
+  BenchArgs o = parse_tuning_args("bench_float_tunings", argc, argv, picked, [&](const std::string& flag, const auto&) {
+    return flag == "--in-cache" && (in_cache = true);
+  });
   default_to_decode_shapes(o);
   std::vector<const Format*> formats;
   for (const std::string& name : o.formats.empty() ? std::vector<std::string>{"float8_e4m3fn"} : o.formats)
@@ -141,7 +147,7 @@ int main(int argc, char** argv) try {
       for (auto [k, n] : o.shapes) {
         const double stored =
             double(n) * double(k) * double(f->element_bytes) + (f->type == x86::PanelType::mxfp8 ? n * k / 32.0 : 0);
-        const int copies = m <= 16 ? ring_copies(stored) : 1;
+        const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
         std::vector<std::unique_ptr<Layer>> layers;
         for (int c = 0; c < copies; ++c)
           layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1)));

@@ -13,9 +13,10 @@ void default_to_decode_shapes(BenchArgs& o) {
   if (o.shapes.empty()) o.shapes = {{3072, 12288}, {12288, 3072}, {5376, 21504}};
 }
 
-BenchArgs parse_tuning_args(const char* tool, int argc, char** argv, std::vector<std::string>& picked) {
+BenchArgs parse_tuning_args(const char* tool, int argc, char** argv, std::vector<std::string>& picked,
+                            const ExtraFlag& more) {
   return parse_args(tool, argc, argv, [&](const std::string& flag, const auto& value) {
-    if (flag != "--tuning") return false;
+    if (flag != "--tuning") return more && more(flag, value);
     picked.emplace_back(value());
     return true;
   });

@@ -28,8 +28,9 @@ struct AlternatingRun {
 AlternatingRun start_alternating(const BenchArgs& o, const std::string& what);
 
 // parse_args plus the tunings benchmarks' `--tuning TEXT` (repeatable),
-// each TEXT appended to `picked` (for keep_picked).
-BenchArgs parse_tuning_args(const char* tool, int argc, char** argv, std::vector<std::string>& picked);
+// each TEXT appended to `picked` (for keep_picked); other flags go to `more`.
+BenchArgs parse_tuning_args(const char* tool, int argc, char** argv, std::vector<std::string>& picked,
+                            const ExtraFlag& more = {});
 
 // The variants whose name contains one of `picked` (all when none is),
 // the first (the default, which the ratios are against) always kept.

@@ -29,8 +29,8 @@ namespace {
 
 // Register block per target: rows × panels. AVX-512: 4 × 3 (12 int32 group
 // accumulators + 12 fp32 outputs in zmm, next to 3 to 6 unpacked weight
-// vectors); AVX2: 2 × 1 (4 + 4 ymm next to 4 unpacked weight vectors and 2
-// broadcasts, 14 of 16). Chosen by timing M = 1024 / 4096 (BENCHMARKS.md:
+// vectors); AVX2: 2 × 1 (4 + 4 ymm next to 2 to 4 unpacked weight vectors and
+// the broadcasts). Chosen by timing M = 1024 / 4096 (BENCHMARKS.md:
 // 4 × 3 against 4 × 2, 3 × 4 and 6 × 2); bench_phases and bench_linear_more
 // time the layer (svdquant has no quantizer, so `mixq bench` cannot).
 template <class V>
