@@ -9,6 +9,7 @@
 // integer family's contract, int_kernel.hpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -196,8 +197,8 @@ std::vector<float> run(const IntKernel& kernel, const std::vector<float>& x, int
 
 // The GEMM over codes equals, bit for bit, the reference kernel over the
 // codes and every fast kernel over the decoded int8 weight (the path this
-// replaced), on the small-M (decode once per call) and large-M (decode per
-// activation block) schedules; past IntTile::kKChunk (3072) k, large M in K
+// replaced), on the small-M (up to 6 tokens looked up in registers, then
+// decoded once per call) and large-M (decode per activation block) schedules; past IntTile::kKChunk (3072) k, large M in K
 // chunks.
 TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   const bool avx2 = mixq::testing::kernel_path("int_gemm_codes:avx2", Isa::avx2);
@@ -206,13 +207,16 @@ TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   uint64_t seed = 100;
   struct Case { int64_t gs; bool e4m3; int64_t m, k; };
   std::vector<Case> cases;
-  for (int64_t gs : {int64_t{4}, int64_t{16}, int64_t{64}})
+  // Up to 6 tokens the codes are looked up in registers (group_size % 8 ==
+  // 0), from 7 through a decoded tile.
+  for (int64_t gs : {int64_t{4}, int64_t{8}, int64_t{16}, int64_t{64}})
     for (bool e4m3 : {true, false})
-      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{30}, int64_t{257}}) cases.push_back({gs, e4m3, m, 4 * 64});
+      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{30}, int64_t{257}})
+        cases.push_back({gs, e4m3, m, 4 * 64});
   for (int64_t m : {int64_t{30}, int64_t{130}}) cases.push_back({16, true, m, 53 * 64});
   for (const auto& [gs, e4m3, m, k] : cases) {
     const bool codebook = (seed % 2) == 0;
-    const int64_t group = gs == 4 ? 16 : gs;  // the ConvRot group
+    const int64_t group = std::max<int64_t>(gs, 16);  // the ConvRot group
     CodeLayer L = make_layer(70, k, gs, e4m3, codebook, seed++);
     // Realistic scales for the GEMM (the decode test covers the extremes).
     if (!e4m3)

@@ -34,6 +34,11 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 
+template <int64_t Rows>
+struct CodesInRegisters : Base {  // 4-bit codes: decoded in registers up to Rows tokens, else to a tile
+  static constexpr int64_t kCodesInRegistersRows = Rows;
+};
+
 struct Rows1 : Base {
   static constexpr int kRowStreams = 1;
 };
@@ -98,6 +103,8 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
+          {"4-bit codes decoded to a tile at every M (before)", make<CodesInRegisters<0>>},
+          {"4-bit codes in registers up to 12 rows", make<CodesInRegisters<12>>},
           {"rows read in place (no packed copy)", make_in_place<>},
           {"in place, 1 row stream", make_in_place<Rows1>},
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},

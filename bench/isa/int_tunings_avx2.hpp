@@ -35,6 +35,10 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 
+struct CodesToTile : Base {  // 4-bit codes decoded to a tile at every M
+  static constexpr int64_t kCodesInRegistersRows = 0;
+};
+
 template <class V, class T>
 std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   check_int_desc(d);
@@ -66,6 +70,7 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
           {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>},
+          {"4-bit codes decoded to a tile at every M (before)", make<V, CodesToTile>},
           {"rows read in place (no packed copy)", make_in_place<V>},
           {"in place, 1 row stream", make_in_place<V, Rows1>},
           {"in place, 8 row streams", make_in_place<V, Rows8>}};

@@ -21,7 +21,9 @@
 // a time, over the full K, into a per-thread int8 tile (decode_panel: a
 // 16-entry table per column and group, vpshufb over the nibbles) that the
 // int8 micro-kernel then reads: small M decodes every panel once per call,
-// large M once per (activation block, tile), i.e. once per MC tokens.
+// large M once per (activation block, tile), i.e. once per MC tokens; up to
+// kCodesInRegistersRows tokens the codes are looked up in registers instead
+// (codes_micro_impl.hpp), no tile.
 // On Isa::amx, large M multiplies on AMX-INT8 tiles instead
 // (forward_large_amx, amx_tiles.hpp), the weight panels being the B tiles.
 // The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
@@ -45,6 +47,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/x86/amx_tiles.hpp"
+#include "kernels/x86/codes_micro_impl.hpp"
 #include "kernels/x86/int_micro_impl.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/int_weight_panels.hpp"
@@ -81,6 +84,12 @@ namespace {
 //    Isa::amx; the tile instructions live in amx_tiles.avx512amx.cpp).
 //  kAmxNextTileToL2: on AMX, each tile's blocks ask the next tile's weight
 //    bytes into L2 (forward_large_amx); bench_int_tunings measures without.
+//  kCodesInRegistersRows: small M with at most this many tokens runs 4-bit
+//    codes through codes_micro (codes_micro_impl.hpp: looked up in registers,
+//    the P panels side by side); more tokens decode a tile of P panels once
+//    and run the micro-kernel over it. kMr on both targets: at M = 8 one more
+//    lookup pass made the call 1.3x slower than the tile (bench_int_tunings
+//    --format asym_w4a8_int8 --m 8).
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
@@ -102,6 +111,7 @@ struct IntTile<16> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
   static constexpr int64_t kKChunk = 3072;
+  static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -114,6 +124,7 @@ struct IntTile<8> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
+  static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -435,6 +446,16 @@ class SimdIntKernel final : public IntKernel {
   void run_tile(const ActBlock& blk, int64_t rows, int64_t row0, const int64_t* panel, bool stream, float* y) const {
     const bool k_chunks = !stream && w_.kp > T::kKChunk;
     alignas(64) int32_t acc[kMr * P * 16];
+    if (stream && rows <= T::kCodesInRegistersRows && codes_in_registers(w_)) {
+      util::PhaseScope phase("integer GEMM on 4-bit codes + epilogue");
+      for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
+        const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
+        prefetch_output(row0 + r0, mr, panel, y);
+        codes_micro_for<V, T>(mr)(w_, blk.q.data() + (r0 / kMr) * w_.kp * kMr, panel, acc);
+        epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
+      }
+      return;
+    }
     const uint8_t* b[P];
     if (w_.codes || w_.rows) {  // decode / transpose the P panels into this thread's int8 tile (L2-sized)
       util::PhaseScope phase(w_.codes ? "decode 4-bit codes" : "transpose in-place rows");

@@ -48,14 +48,43 @@ void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typena
   }
 }
 
+// The tables of panel `pn`'s 16 columns for group g as ColumnTables
+// registers tv[H][4] (H = 16 / kLanes): E4M3 s_rel straight from code_lut by
+// the 16 scale bytes (ColumnTables::load_rows; building them through a
+// pointer array made an M = 1 call 1.2-1.3x slower, BENCHMARKS.md), f32
+// s_rel through group_tables' products (`scratch`: the caller's, so that
+// this inlines into the code loops with no stack realignment). Inlined:
+// called out of line, tv went through memory (M = 1 1.4x slower).
+template <class V>
+__attribute__((always_inline)) inline void group_table_registers(const PackedIntWeights& w, int64_t pn, int64_t g,
+                                                                 const typename V::F* levels,
+                                                                 int8_t (*scratch)[16], typename V::I (*tv)[4]) {
+  using T = ColumnTables<V::kLanes>;
+  constexpr int L = V::kLanes, H = 16 / L;
+  if (!w.s_rel_e4m3.empty()) {
+    const uint8_t* row = w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols;
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v) T::load_rows(w.code_lut.data(), row + v * L, tv[v]);
+    return;
+  }
+  const int8_t* tab[kPanelCols];
+  group_tables<V>(w, pn, g, levels, scratch, tab);
+  MIXQ_UNROLL
+  for (int v = 0; v < H; ++v)
+    MIXQ_UNROLL
+    for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
+}
+
 // Decodes panel `pn` of codes (int_pack.hpp) into the int8 panel layout
 // (u8 = w8 + 128, straight from the tables) at `out` (kp · 16 bytes, 64-byte aligned). A 64-byte code
 // step (8 k's) gives two int8 steps: its low nibbles (k 8k8 .. 8k8+3) and its
 // high nibbles (8k8+4 .. 8k8+7); a group is a multiple of 4 k's, so each half
 // lies in one group. prefetch_bytes > 0 (weights from DRAM: small M) fetches
 // the codes that far ahead (one panel is one memory stream): 1-5 % faster at
-// M = 1 (bench_int_tunings --format asym_w4a8_int8); the decode itself, 88 %
-// of an M = 1 call, is bound by building the tables of every (column, group).
+// M = 1 (bench_int_tunings --format asym_w4a8_int8). The decode is bound by
+// building the tables of every (column, group); up to IntTile's
+// kCodesInRegistersRows tokens codes_micro (codes_micro_impl.hpp) looks the
+// codes up without this tile.
 template <class V>
 void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t prefetch_bytes = 0) {
   using I = typename V::I;
@@ -65,7 +94,6 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t p
   typename V::F levels[16 / L];
   for (int h = 0; h < 16 / L; ++h) levels[h] = V::load(w.levels + h * L);
   alignas(64) int8_t scratch[kPanelCols][16];
-  const int8_t* tab[kPanelCols];
   I tv[H][4];
   const I mask = V::set1b(0x0F);
   int64_t g = -1, next = 0;  // the current group and its end
@@ -73,11 +101,7 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t p
     if (k0 < next) return;
     ++g;
     next += w.group_size;
-    group_tables<V>(w, pn, g, levels, scratch, tab);
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v)
-      MIXQ_UNROLL
-      for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
+    group_table_registers<V>(w, pn, g, levels, scratch, tv);
   };
   for (int64_t k8 = 0; k8 < w.kp / 8; ++k8) {
     if (prefetch_bytes > 0) _mm_prefetch(reinterpret_cast<const char*>(src + k8 * 64 + prefetch_bytes), _MM_HINT_T0);

@@ -386,6 +386,18 @@ struct ColumnTables<8> {
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[4 + j]));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   }
+  // tab[0..3] = load() of the 8 tables lut + 16·row[c] (c = 0..7), the row
+  // offsets computed 8 at a time (no pointer array).
+  static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
+    alignas(32) uint32_t at[8];
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(at), _mm256_slli_epi32(_mm256_cvtepu8_epi32(bytes), 4));
+    for (int j = 0; j < 4; ++j) {
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[j]));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[4 + j]));
+      tab[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    }
+  }
   // tab[4] from load(); idx bytes 0..15.
   static I lookup(const I* tab, I idx) {
     I r = _mm256_shuffle_epi8(tab[0], idx);
@@ -409,6 +421,21 @@ struct ColumnTables<16> {
     v = _mm512_inserti32x4(v, lane(1), 1);
     v = _mm512_inserti32x4(v, lane(2), 2);
     return _mm512_inserti32x4(v, lane(3), 3);
+  }
+  // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15): the
+  // row offsets computed 16 at a time (no pointer array), each lane one
+  // masked broadcast load (no shuffle).
+  static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
+    alignas(64) uint32_t at[16];
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
+    _mm512_store_si512(at, _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 4));
+    auto lane = [&](int c) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[c])); };
+    for (int j = 0; j < 4; ++j) {
+      I v = _mm512_castsi128_si512(lane(j));
+      v = _mm512_mask_broadcast_i32x4(v, 0x00F0, lane(4 + j));
+      v = _mm512_mask_broadcast_i32x4(v, 0x0F00, lane(8 + j));
+      tab[j] = _mm512_mask_broadcast_i32x4(v, 0xF000, lane(12 + j));
+    }
   }
   static I lookup(const I* tab, I idx) {
     I r = _mm512_shuffle_epi8(tab[0], idx);

@@ -1,0 +1,108 @@
+#pragma once
+// Few tokens on 4-bit codes (IntCodes, asym_w4a8_int8): the int8
+// micro-kernel's sums with every code looked up in registers, so no decoded
+// tile is written and read back (int_gemm_impl.hpp, run_tile). Include only
+// from int_gemm_impl.hpp (the per-target translation units' anonymous
+// namespace).
+//
+// Per group and panel the 16 columns' tables are built once
+// (group_table_registers: the u8 operand w8 + 128 of each code), then each
+// 64-byte code step (8 k: low nibbles k0..k0+3, high nibbles k0+4..k0+7,
+// int_pack.hpp) is looked up and multiplied by the tokens' activation bytes:
+// the very u8 / s8 operands the micro-kernel reads from decode_panel's tile.
+// Integer sums are exact, so summing group by group, panel after panel,
+// gives the same integers and the same bits after the epilogue.
+//
+// Why: with the tile, an M = 1 call wrote and re-read two bytes for every
+// byte of codes and walked the P panels one after another; in registers the
+// P panels are P memory streams and M = 1 runs 1.3x faster (M = 4: 1.2x).
+// From 7 tokens each 6-token panel would look every code up again, and the
+// tile, decoded once, is faster (bench_int_tunings --format asym_w4a8_int8,
+// BENCHMARKS.md). Groups must be whole code steps (group_size % 8 == 0; 16
+// is the format's default); group_size 4 keeps the tile.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/x86/int_pack.hpp"
+#include "kernels/x86/int_weight_panels.hpp"
+#include "kernels/x86/simd_traits.hpp"
+
+namespace mixq::kernels::x86 {
+namespace {
+
+inline bool codes_in_registers(const PackedIntWeights& w) { return w.codes && w.group_size % 8 == 0; }
+
+// MR tokens of one activation panel (a: int_pack.hpp's layout, kMr slots
+// per 4-byte step) against the P = T::kTilePanels code panels `panel`, all of
+// K; each panel's codes fetched T::kStreamPrefetchBytes ahead. Results to
+// out[r][P·16] (int32, the weight offset not removed), as micro() writes them.
+template <class V, class T, int MR>
+void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int32_t* out) {
+  using I = typename V::I;
+  using Tables = ColumnTables<V::kLanes>;
+  constexpr int L = V::kLanes, H = 16 / L, P = T::kTilePanels;
+  constexpr int64_t kAhead = T::kStreamPrefetchBytes;
+  typename V::F levels[H];
+  for (int h = 0; h < H; ++h) levels[h] = V::load(w.levels + h * L);
+  alignas(64) int8_t scratch[kPanelCols][16];
+  const uint8_t* src[P];
+  for (int p = 0; p < P; ++p) src[p] = w.panel(panel[p]);
+  I c[MR][P * H];
+  MIXQ_UNROLL
+  for (int r = 0; r < MR; ++r)
+    MIXQ_UNROLL
+    for (int v = 0; v < P * H; ++v) c[r][v] = V::zeroi();
+  const I low4 = V::set1b(0x0F);
+  const int64_t group_steps = w.group_size / 8;
+  for (int64_t g = 0; g < w.groups; ++g) {
+    MIXQ_UNROLL
+    for (int p = 0; p < P; ++p) {
+      I tv[H][4];
+      group_table_registers<V>(w, panel[p], g, levels, scratch, tv);
+      for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
+        const uint8_t* step = src[p] + k8 * 64;
+        if constexpr (kAhead > 0) _mm_prefetch(reinterpret_cast<const char*>(step + kAhead), _MM_HINT_T0);
+        I lo[H], hi[H];
+        MIXQ_UNROLL
+        for (int v = 0; v < H; ++v) {
+          const I codes = V::loadi_a(step + 4 * L * v);
+          lo[v] = Tables::lookup(tv[v], V::andi(codes, low4));
+          hi[v] = Tables::lookup(tv[v], V::andi(V::template srli16<4>(codes), low4));
+        }
+        const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
+        const int8_t* a_hi = a_lo + kMr * 4;
+        MIXQ_UNROLL
+        for (int r = 0; r < MR; ++r) {
+          const I x_lo = V::bcast4(a_lo + 4 * r), x_hi = V::bcast4(a_hi + 4 * r);
+          MIXQ_UNROLL
+          for (int v = 0; v < H; ++v) {
+            c[r][p * H + v] = V::dot4(c[r][p * H + v], lo[v], x_lo);
+            c[r][p * H + v] = V::dot4(c[r][p * H + v], hi[v], x_hi);
+          }
+        }
+      }
+    }
+  }
+  MIXQ_UNROLL
+  for (int r = 0; r < MR; ++r)
+    MIXQ_UNROLL
+    for (int v = 0; v < P * H; ++v) V::storei_a(out + r * P * 16 + v * L, c[r][v]);
+}
+
+using CodesMicroFn = void (*)(const PackedIntWeights&, const int8_t*, const int64_t*, int32_t*);
+
+template <class V, class T>
+CodesMicroFn codes_micro_for(int rows) {
+  switch (rows) {
+    case 1: return codes_micro<V, T, 1>;
+    case 2: return codes_micro<V, T, 2>;
+    case 3: return codes_micro<V, T, 3>;
+    case 4: return codes_micro<V, T, 4>;
+    case 5: return codes_micro<V, T, 5>;
+    default: return codes_micro<V, T, 6>;
+  }
+}
+
+}  // namespace
+}  // namespace mixq::kernels::x86
