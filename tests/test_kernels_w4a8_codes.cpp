@@ -198,8 +198,8 @@ std::vector<float> run(const IntKernel& kernel, const std::vector<float>& x, int
 // The GEMM over codes equals, bit for bit, the reference kernel over the
 // codes and every fast kernel over the decoded int8 weight (the path this
 // replaced), on the small-M (up to 6 tokens looked up in registers, then
-// decoded once per call) and large-M (decode per activation block) schedules; past IntTile::kKChunk (3072) k, large M in K
-// chunks.
+// decoded once per call) and large-M (decode per activation block)
+// schedules; past IntTile::kKChunk (3072) k, large M in K chunks.
 TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   const bool avx2 = mixq::testing::kernel_path("int_gemm_codes:avx2", Isa::avx2);
   const bool avx512 = mixq::testing::kernel_path("int_gemm_codes:avx512_vnni", Isa::avx512);

@@ -15,10 +15,10 @@
 //
 // Why: with the tile, an M = 1 call wrote and re-read two bytes for every
 // byte of codes and walked the P panels one after another; in registers the
-// P panels are P memory streams and M = 1 runs 1.3x faster (M = 4: 1.2x).
-// From 7 tokens each 6-token panel would look every code up again, and the
-// tile, decoded once, is faster (bench_int_tunings --format asym_w4a8_int8,
-// BENCHMARKS.md). Groups must be whole code steps (group_size % 8 == 0; 16
+// P panels are P memory streams: M = 1 runs 1.3-1.6x faster, M = 2-6
+// 1.07-1.26x. From 7 tokens each 6-token panel would look every code up
+// again, and the tile, decoded once, is faster (bench_int_tunings --format
+// asym_w4a8_int8, BENCHMARKS.md). Groups must be whole code steps (group_size % 8 == 0; 16
 // is the format's default); group_size 4 keeps the tile.
 #include <immintrin.h>
 

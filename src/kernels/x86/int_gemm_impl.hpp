@@ -88,8 +88,8 @@ namespace {
 //    codes through codes_micro (codes_micro_impl.hpp: looked up in registers,
 //    the P panels side by side); more tokens decode a tile of P panels once
 //    and run the micro-kernel over it. kMr on both targets: at M = 8 one more
-//    lookup pass made the call 1.3x slower than the tile (bench_int_tunings
-//    --format asym_w4a8_int8 --m 8).
+//    lookup pass made the call 1.3-1.8x slower than the tile (AVX-512,
+//    bench_int_tunings --format asym_w4a8_int8 --m 8; not measured on AVX2).
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
