@@ -39,6 +39,10 @@ struct CodesInRegisters : Base {  // 4-bit codes: decoded in registers up to Row
   static constexpr int64_t kCodesInRegistersRows = Rows;
 };
 
+struct CodesShuffled : Base {  // no VBMI lookup in codes_micro
+  static constexpr bool kCodesVbmi = false;
+};
+
 struct Rows1 : Base {
   static constexpr int kRowStreams = 1;
 };
@@ -105,6 +109,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
           {"4-bit codes decoded to a tile at every M (before)", make<CodesInRegisters<0>>},
           {"4-bit codes in registers up to 12 rows", make<CodesInRegisters<12>>},
+          {"4-bit codes in registers, vpshufb lookups (no VBMI)", make<CodesShuffled>},
           {"rows read in place (no packed copy)", make_in_place<>},
           {"in place, 1 row stream", make_in_place<Rows1>},
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},

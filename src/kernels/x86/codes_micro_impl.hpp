@@ -33,19 +33,39 @@ namespace {
 
 inline bool codes_in_registers(const PackedIntWeights& w) { return w.codes && w.group_size % 8 == 0; }
 
-// MR tokens of one activation panel (a: int_pack.hpp's layout, kMr slots
-// per 4-byte step) against the P = T::kTilePanels code panels `panel`, all of
-// K; each panel's codes fetched T::kStreamPrefetchBytes ahead. Results to
-// out[r][P·16] (int32, the weight offset not removed), as micro() writes them.
-template <class V, class T, int MR>
-void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int32_t* out) {
+// How codes_micro turns a (panel, group)'s codes into u8 operands, on any
+// target: ColumnTables' 16-entry tables, 4 `vpshufb` and 3 blends per
+// vector of 16 columns (codes_vbmi.avx512vbmi.cpp has a VBMI one).
+template <class V>
+struct ShuffleLookup {
   using I = typename V::I;
-  using Tables = ColumnTables<V::kLanes>;
-  constexpr int L = V::kLanes, H = 16 / L, P = T::kTilePanels;
-  constexpr int64_t kAhead = T::kStreamPrefetchBytes;
+  static constexpr int H = 16 / V::kLanes;
   typename V::F levels[H];
-  for (int h = 0; h < H; ++h) levels[h] = V::load(w.levels + h * L);
   alignas(64) int8_t scratch[kPanelCols][16];
+  I tv[H][4];
+  explicit ShuffleLookup(const PackedIntWeights& w) {
+    for (int h = 0; h < H; ++h) levels[h] = V::load(w.levels + h * V::kLanes);
+  }
+  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g) {
+    group_table_registers<V>(w, pn, g, levels, scratch, tv);
+  }
+  // Vector v's operands for the codes in the low nibbles of `codes` (the
+  // high nibbles with `high`).
+  __attribute__((always_inline)) I operands(int v, I codes, bool high) const {
+    const I low4 = V::set1b(0x0F);
+    return ColumnTables<V::kLanes>::lookup(tv[v], V::andi(high ? V::template srli16<4>(codes) : codes, low4));
+  }
+};
+
+// MR tokens of one activation panel (a: int_pack.hpp's layout, kMr slots
+// per 4-byte step) against the P code panels `panel`, all of K; each
+// panel's codes fetched `ahead` bytes ahead (0: none). Results to
+// out[r][P·16] (int32, the weight offset not removed), as micro() writes them.
+template <class V, class Lookup, int P, int MR>
+void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int64_t ahead, int32_t* out) {
+  using I = typename V::I;
+  constexpr int L = V::kLanes, H = 16 / L;
+  Lookup lookup(w);
   const uint8_t* src[P];
   for (int p = 0; p < P; ++p) src[p] = w.panel(panel[p]);
   I c[MR][P * H];
@@ -53,22 +73,20 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
   for (int r = 0; r < MR; ++r)
     MIXQ_UNROLL
     for (int v = 0; v < P * H; ++v) c[r][v] = V::zeroi();
-  const I low4 = V::set1b(0x0F);
   const int64_t group_steps = w.group_size / 8;
   for (int64_t g = 0; g < w.groups; ++g) {
     MIXQ_UNROLL
     for (int p = 0; p < P; ++p) {
-      I tv[H][4];
-      group_table_registers<V>(w, panel[p], g, levels, scratch, tv);
+      lookup.tables(w, panel[p], g);
       for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
         const uint8_t* step = src[p] + k8 * 64;
-        if constexpr (kAhead > 0) _mm_prefetch(reinterpret_cast<const char*>(step + kAhead), _MM_HINT_T0);
+        if (ahead > 0) _mm_prefetch(reinterpret_cast<const char*>(step + ahead), _MM_HINT_T0);
         I lo[H], hi[H];
         MIXQ_UNROLL
         for (int v = 0; v < H; ++v) {
           const I codes = V::loadi_a(step + 4 * L * v);
-          lo[v] = Tables::lookup(tv[v], V::andi(codes, low4));
-          hi[v] = Tables::lookup(tv[v], V::andi(V::template srli16<4>(codes), low4));
+          lo[v] = lookup.operands(v, codes, false);
+          hi[v] = lookup.operands(v, codes, true);
         }
         const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
         const int8_t* a_hi = a_lo + kMr * 4;
@@ -90,17 +108,17 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
     for (int v = 0; v < P * H; ++v) V::storei_a(out + r * P * 16 + v * L, c[r][v]);
 }
 
-using CodesMicroFn = void (*)(const PackedIntWeights&, const int8_t*, const int64_t*, int32_t*);
-
-template <class V, class T>
-CodesMicroFn codes_micro_for(int rows) {
+// codes_micro for 1 .. kMr tokens.
+template <class V, class Lookup, int P>
+void codes_micro_rows(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int rows, int64_t ahead,
+                      int32_t* out) {
   switch (rows) {
-    case 1: return codes_micro<V, T, 1>;
-    case 2: return codes_micro<V, T, 2>;
-    case 3: return codes_micro<V, T, 3>;
-    case 4: return codes_micro<V, T, 4>;
-    case 5: return codes_micro<V, T, 5>;
-    default: return codes_micro<V, T, 6>;
+    case 1: return codes_micro<V, Lookup, P, 1>(w, a, panel, ahead, out);
+    case 2: return codes_micro<V, Lookup, P, 2>(w, a, panel, ahead, out);
+    case 3: return codes_micro<V, Lookup, P, 3>(w, a, panel, ahead, out);
+    case 4: return codes_micro<V, Lookup, P, 4>(w, a, panel, ahead, out);
+    case 5: return codes_micro<V, Lookup, P, 5>(w, a, panel, ahead, out);
+    default: return codes_micro<V, Lookup, P, 6>(w, a, panel, ahead, out);
   }
 }
 

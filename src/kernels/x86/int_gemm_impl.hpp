@@ -48,6 +48,7 @@
 #include "util/phase_timer.hpp"
 #include "kernels/x86/amx_tiles.hpp"
 #include "kernels/x86/codes_micro_impl.hpp"
+#include "kernels/x86/codes_vbmi.hpp"
 #include "kernels/x86/int_micro_impl.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/int_weight_panels.hpp"
@@ -90,6 +91,8 @@ namespace {
 //    and run the micro-kernel over it. kMr on both targets: at M = 8 one more
 //    lookup pass made the call 1.3-1.8x slower than the tile (AVX-512,
 //    bench_int_tunings --format asym_w4a8_int8 --m 8; not measured on AVX2).
+//  kCodesVbmi: on a CPU with AVX-512 VBMI, codes_micro looks codes up with
+//    `vpermi2b` (codes_vbmi.avx512vbmi.cpp): 1.06-1.12x at M = 1.
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
@@ -112,6 +115,7 @@ struct IntTile<16> {
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
   static constexpr int64_t kKChunk = 3072;
   static constexpr int64_t kCodesInRegistersRows = kMr;
+  static constexpr bool kCodesVbmi = true;
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -125,6 +129,7 @@ struct IntTile<8> {
   static constexpr int64_t kLongRowBytes = 4096;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr int64_t kCodesInRegistersRows = kMr;
+  static constexpr bool kCodesVbmi = false;  // AVX-512 only
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
@@ -440,6 +445,13 @@ class SimdIntKernel final : public IntKernel {
       }
   }
 
+  // codes_micro with the target's lookup (codes_micro_impl.hpp).
+  void codes_micro_call(const int8_t* a, const int64_t* panel, int rows, int32_t* acc) const {
+    if constexpr (V::kLanes == 16 && P == 4 && T::kCodesVbmi)
+      if (codes_vbmi_supported()) return codes_micro_avx512vbmi(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
+    codes_micro_rows<V, ShuffleLookup<V>, P>(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
+  }
+
   // Runs P weight panels over every activation panel of blk (rows tokens);
   // `stream` when the panels come from DRAM (small M), else (large M) in K
   // chunks past T::kKChunk k.
@@ -451,7 +463,7 @@ class SimdIntKernel final : public IntKernel {
       for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
         const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
         prefetch_output(row0 + r0, mr, panel, y);
-        codes_micro_for<V, T>(mr)(w_, blk.q.data() + (r0 / kMr) * w_.kp * kMr, panel, acc);
+        codes_micro_call(blk.q.data() + (r0 / kMr) * w_.kp * kMr, panel, mr, acc);
         epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
       }
       return;

@@ -424,17 +424,21 @@ struct ColumnTables<16> {
   }
   // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15): the
   // row offsets computed 16 at a time (no pointer array), each lane one
-  // masked broadcast load (no shuffle).
+  // masked broadcast load (no shuffle). kColumnsInOrder: lane q of tab[j]
+  // holds column 4j + q instead (the VBMI lookup's order).
+  template <bool kColumnsInOrder = false>
   static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
     alignas(64) uint32_t at[16];
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
     _mm512_store_si512(at, _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 4));
-    auto lane = [&](int c) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[c])); };
+    auto lane = [&](int j, int q) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[kColumnsInOrder ? 4 * j + q : 4 * q + j]));
+    };
     for (int j = 0; j < 4; ++j) {
-      I v = _mm512_castsi128_si512(lane(j));
-      v = _mm512_mask_broadcast_i32x4(v, 0x00F0, lane(4 + j));
-      v = _mm512_mask_broadcast_i32x4(v, 0x0F00, lane(8 + j));
-      tab[j] = _mm512_mask_broadcast_i32x4(v, 0xF000, lane(12 + j));
+      I v = _mm512_castsi128_si512(lane(j, 0));
+      v = _mm512_mask_broadcast_i32x4(v, 0x00F0, lane(j, 1));
+      v = _mm512_mask_broadcast_i32x4(v, 0x0F00, lane(j, 2));
+      tab[j] = _mm512_mask_broadcast_i32x4(v, 0xF000, lane(j, 3));
     }
   }
   static I lookup(const I* tab, I idx) {
