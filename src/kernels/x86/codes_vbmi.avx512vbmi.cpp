@@ -3,8 +3,9 @@
 // `vpermi2b` over 128-entry tables (columns 0-7, then 8-15; the 16 bytes of
 // column c at 16·(c % 8)) plus one blend give the u8 operands, against 4
 // `vpshufb` and 3 blends with ColumnTables. The same operands, so the same
-// integer sums and bits. 1.06-1.12x at M = 1 (bench_int_tunings --format
-// asym_w4a8_int8 --tuning VBMI, BENCHMARKS.md).
+// integer sums and bits. 1.06-1.16x at M = 1, 1.08-1.21x at M = 4
+// (bench_int_tunings --format asym_w4a8_int8 --tuning vpshufb,
+// BENCHMARKS.md).
 #include "kernels/x86/codes_vbmi.hpp"
 
 #include <immintrin.h>

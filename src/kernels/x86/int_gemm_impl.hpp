@@ -92,7 +92,8 @@ namespace {
 //    lookup pass made the call 1.3-1.8x slower than the tile (AVX-512,
 //    bench_int_tunings --format asym_w4a8_int8 --m 8; not measured on AVX2).
 //  kCodesVbmi: on a CPU with AVX-512 VBMI, codes_micro looks codes up with
-//    `vpermi2b` (codes_vbmi.avx512vbmi.cpp): 1.06-1.12x at M = 1.
+//    `vpermi2b` (codes_vbmi.avx512vbmi.cpp): 1.06-1.16x at M = 1 against
+//    ColumnTables' `vpshufb` (bench_int_tunings --tuning vpshufb).
 //  kX16: int4 weights with int4 activations use WeightMode::int4_x16 (needs
 //    an exact 4-product dot: vpdpbusd; vpmaddubsw would saturate).
 //  kRowStreams: weight rows the small-M GEMV on in-place rows reads at once
