@@ -34,11 +34,12 @@ struct VbmiLookup {
     }
     const int8_t* tab[kPanelCols];
     group_tables<Avx512>(w, pn, g, levels, scratch, tab);
-    for (int j = 0; j < 4; ++j) {
-      I v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tab[4 * j])));
-      for (int q = 1; q < 4; ++q)
-        v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(tab[4 * j + q])), q);
-      t[j] = v;
+    auto table = [&](int c) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(tab[c])); };
+    for (int j = 0; j < 4; ++j) {  // lane numbers are immediates (clang rejects a loop variable there)
+      I v = _mm512_castsi128_si512(table(4 * j));
+      v = _mm512_inserti32x4(v, table(4 * j + 1), 1);
+      v = _mm512_inserti32x4(v, table(4 * j + 2), 2);
+      t[j] = _mm512_inserti32x4(v, table(4 * j + 3), 3);
     }
   }
   __attribute__((always_inline)) I operands(int, I codes, bool high) const {
