@@ -274,8 +274,9 @@ struct FloatTile<16> {
   // Two panels' FMA chains interleaved, each row fetched 256 B ahead (32
   // row streams: the bytes ahead of one panel at 512 B): 1.2-2.3x one panel
   // at 512 B on Zen 5 at M = 1 to 4 (BENCHMARKS.md, "Issue 14 on Zen 5, third
-  // session"); one panel where the row stride is a multiple of 4 KiB
-  // (panels_side_by_side in fp8_rows_in_place.avx512vbmi.cpp).
+  // session"); where the row stride is a multiple of 4 KiB the second panel
+  // runs one 64-byte line behind the first (panels_lag in
+  // fp8_rows_in_place.avx512vbmi.cpp; "fifth session").
   static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
 };

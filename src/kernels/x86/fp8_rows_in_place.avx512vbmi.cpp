@@ -33,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/x86/float_gemm.hpp"
@@ -167,9 +168,11 @@ struct Call {
 };
 
 // Rows [0, R) against panels p .. p+J-1, all of K, 32 k at a time: the J
-// panels' steps alternate (J independent FMA chains per row in flight).
-// Codes: E4m3Codes, Mxfp8Codes (every block a full 32 k) or E5m2Codes.
-template <int R, int J, class Codes>
+// panels' steps alternate (J independent FMA chains per row in flight),
+// panel j Lag·j steps of 32 k behind panel 0 (each still walks its K in
+// order; panels_lag). Codes: E4m3Codes, Mxfp8Codes (every block a full 32
+// k) or E5m2Codes.
+template <int R, int J, int Lag, class Codes>
 void panels_in_registers(const Call& c, int64_t p) {
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
@@ -180,20 +183,33 @@ void panels_in_registers(const Call& c, int64_t p) {
     for (int i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
   }
   const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  // Steps [k0, k0 + count) of the J panels, count <= 32 (the codes past it
-  // load as zero and are not summed). The panels' FMAs alternate step by
+  // The step of 32 k at `base` for panel 0, base - 32·Lag·j for panel j:
+  // steps [k0(j), k0(j) + count(j)), count(j) <= 32 (the codes past it load
+  // as zero and are not summed; 0: the panel waits, before its lag or after
+  // its K). kFull: every count is 32. The panels' FMAs alternate step by
   // step: each output is one chain in k order (4-cycle FMA latency per
   // step), so at one row a panel alone waits on its chain; J chains side by
   // side in program order keep J in flight.
-  auto blocks = [&](int64_t k0, int64_t count) {
-    const __mmask32 live = count >= 32 ? ~__mmask32{0} : (__mmask32{1} << count) - 1;
+  auto blocks = [&](auto full, int64_t base) {
+    constexpr bool kFull = decltype(full)::value;
+    auto k0 = [&](int j) { return base - 32 * Lag * j; };
+    auto count_of = [&](int j) -> int64_t {
+      return kFull ? 32 : k0(j) < 0 ? 0 : std::clamp<int64_t>(k - k0(j), 0, 32);
+    };
+    int64_t most = 0;
+    for (int j = 0; j < J; ++j) most = std::max(most, count_of(j));
     __m512i x[J][8];
     MIXQ_UNROLL
     for (int j = 0; j < J; ++j) {
-      const uint8_t* rows = w.rows + (p + j) * 16 * stride;
+      if (count_of(j) == 0) {
+        for (__m512i& r : x[j]) r = _mm512_setzero_si512();  // decodes to +0, no NaN marker
+        continue;
+      }
+      const __mmask32 live = count_of(j) >= 32 ? ~__mmask32{0} : (__mmask32{1} << count_of(j)) - 1;
+      const uint8_t* rows = w.rows + (p + j) * 16 * stride + k0(j);
       MIXQ_UNROLL
       for (int i = 0; i < 8; ++i) {
-        const uint8_t* lo = rows + i * stride + k0;
+        const uint8_t* lo = rows + i * stride;
         const uint8_t* hi = lo + 8 * stride;
         if (c.prefetch > 0) {
           _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
@@ -204,14 +220,16 @@ void panels_in_registers(const Call& c, int64_t p) {
       }
       transpose_rows_16x32(x[j]);
     }
-    [[maybe_unused]] __m512 scale[J];  // MXFP8: block k0 / 32 of each panel's rows
+    [[maybe_unused]] __m512 scale[J];  // MXFP8: block k0(j) / 32 of each panel's rows
     if constexpr (Codes::kBlockScaled)
       MIXQ_UNROLL
       for (int j = 0; j < J; ++j)
-        scale[j] = block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0 / 32) * 16);
+        scale[j] = count_of(j) == 0
+                       ? _mm512_setzero_ps()
+                       : block_scales_in_dword_order(w.scales.data() + ((p + j) * w.blocks + k0(j) / 32) * 16);
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
-      if (4 * t >= count) break;
+      if (4 * t >= most) break;
       // bf16 high bytes (sign | table) and low bytes of the 64 codes.
       const Bf16Tables& tables = Codes::kTables;
       __m512i hi[J], lo[J];
@@ -227,10 +245,11 @@ void panels_in_registers(const Call& c, int64_t p) {
       }
       MIXQ_UNROLL
       for (int u = 0; u < 4; ++u) {
-        if (4 * t + u >= count) break;
-        const int64_t s = k0 + 4 * t + u;  // every output's chain in k order
+        if (4 * t + u >= most) break;
         MIXQ_UNROLL
         for (int j = 0; j < J; ++j) {
+          if (4 * t + u >= count_of(j)) continue;
+          const int64_t s = k0(j) + 4 * t + u;  // every output's chain in k order
           __m512 wv = _mm512_castsi512_ps(
               _mm512_maskz_permutex2var_epi8(kTopHalves, hi[j], _mm512_load_si512(kPlace.idx[u]), lo[j]));
           if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale[j]);
@@ -241,9 +260,12 @@ void panels_in_registers(const Call& c, int64_t p) {
       }
     }
   };
-  int64_t k0 = 0;
-  for (; k0 + 32 <= k; k0 += 32) blocks(k0, 32);
-  if (k0 < k) blocks(k0, k - k0);
+  // Steps where every panel reads 32 k, between the edges where some wait.
+  const int64_t lead = 32 * Lag * (J - 1), whole = k / 32 * 32, end = (k + 31) / 32 * 32 + lead;
+  int64_t base = 0;
+  for (; base < std::min(lead, end); base += 32) blocks(std::false_type{}, base);
+  for (; base < whole; base += 32) blocks(std::true_type{}, base);
+  for (; base < end; base += 32) blocks(std::false_type{}, base);
   // As the FMA core's micro-kernel: alpha (rounded), then the bias; the
   // dwords back in row order (rows 4-7 and 8-11 swap lanes).
   const __m512 alpha = _mm512_set1_ps(c.alpha);
@@ -262,28 +284,38 @@ void panels_in_registers(const Call& c, int64_t p) {
   }
 }
 
+// The lag (in steps of 32 k) between J panels side by side. Rows `stride`
+// bytes apart (a multiple of 64) fall on 64 / gcd(stride / 64, 64) of L1's
+// 64 sets of 64 B (48 KiB, 12 ways on Zen 4/5 and Sapphire / Emerald
+// Rapids). Up to 16 rows a set, J panels in step ran 1.6-1.9x one (K =
+// 2048, 6144, 10240: 2 sets); at 32 (K = 4096, 12288: 1 set) no faster (15.9
+// against 30.6 GB/s at K = 4160; one thread, in cache): a line is evicted
+// before the next step reads its second half. There a lag of one 64-byte
+// line a panel puts each panel's rows in a set of their own (1.5x two panels
+// in step at K = 12288, in cache); elsewhere the panels stay in step, where
+// one activation broadcast serves them all (a lag everywhere was 1.15x
+// slower at K = 3072 and 4160).
+constexpr int kLagSteps = 2;
+int panels_lag(int64_t stride, int j) {
+  if (stride % 64 != 0) return 0;
+  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);  // 16 rows a set at most: J <= sets
+  return j <= sets ? 0 : kLagSteps;
+}
+
+template <int R, int J, class Codes>
+void panel_groups(const Call& c, int64_t& p, int64_t p1) {
+  if (panels_lag(c.w->rows_stride, J) == 0)
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes>(c, p);
+  else
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, kLagSteps, Codes>(c, p);
+}
+
 template <int R, class Codes>
 void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) {
   int64_t p = p0;
-  if (side_by_side >= 3)
-    for (; p + 3 <= p1; p += 3) panels_in_registers<R, 3, Codes>(c, p);
-  if (side_by_side >= 2)
-    for (; p + 2 <= p1; p += 2) panels_in_registers<R, 2, Codes>(c, p);
-  for (; p < p1; ++p) panels_in_registers<R, 1, Codes>(c, p);
-}
-
-// How many of `wanted` panels stream side by side: the J panels' 16·J rows
-// must not crowd an L1 set. L1 (48 KiB, 12 ways on Zen 4/5 and Sapphire /
-// Emerald Rapids) has 64 sets of 64 B, so rows `stride` bytes apart (a
-// multiple of 64) fall on 64 / gcd(stride / 64, 64) sets. Up to 16 rows a
-// set, two panels ran 1.6-1.9x one (K = 2048, 6144, 10240: 2 sets); at 32
-// (K = 4096, 12288: 1 set) no faster (15.9 against 30.6 GB/s at K = 4160;
-// one thread, in cache): a line is evicted before the next block reads its
-// second half.
-int panels_side_by_side(int64_t stride, int wanted) {
-  if (stride % 64 != 0) return wanted;
-  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);  // 16 rows a set at most: J <= sets
-  return static_cast<int>(std::min<int64_t>(wanted, sets));
+  if (side_by_side >= 3) panel_groups<R, 3, Codes>(c, p, p1);
+  if (side_by_side >= 2) panel_groups<R, 2, Codes>(c, p, p1);
+  for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes>(c, p);
 }
 
 template <class Codes>
@@ -315,7 +347,6 @@ void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const 
                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
                                   const float* bias, float* y, std::vector<int64_t>& nan_columns) {
   const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
-  side_by_side = panels_side_by_side(w.rows_stride, side_by_side);
   switch (w.type) {
     case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
     case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
