@@ -20,6 +20,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
+#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/nibble_steps.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "kernels/x86/svdquant_w4a4.hpp"
@@ -154,19 +155,37 @@ void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t
 }
 
 // Rows [m0, m0+R) × panels [p0, p0+CB): U = CB·16/kLanes vectors of columns,
-// vector u covering columns 16·p0 + kLanes·u.
+// vector u covering columns 16·p0 + kLanes·u. prefetch: how far ahead (bytes)
+// each panel's weights are fetched, and with it the group scales
+// kScaleGroupsAhead groups ahead and proj_upᵀ's rows over the first groups
+// (0: none, where the rows reuse them from cache). At M = 1 from DRAM the
+// three together made the call 1.28x faster (median of alternating builds;
+// BENCHMARKS.md, "fifth session").
+inline constexpr int64_t kScaleGroupsAhead = 4;
 template <class V, int R, int CB>
-void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, float* y) {
+void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, int64_t prefetch, float* y) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
   const int64_t k8 = pk.k / 8, np = pk.panels * 16, groups = a.groups;
   const I low4 = V::set1b(0x0F);
-  const StoredView wscale(pk.wscale);
+  const StoredView wscale(pk.wscale), up_t(pk.proj_up_t);
   F out[R][U];
   for (int r = 0; r < R; ++r)
     for (int u = 0; u < U; ++u) out[r][u] = V::zero();
   for (int64_t g = 0; g < groups; ++g) {
+    if (prefetch > 0) {
+      // The rows of the group scales and of proj_upᵀ (for finish()) are np
+      // columns apart: misses no stream prefetcher follows.
+      if (g + kScaleGroupsAhead < groups) {
+        _mm_prefetch(wscale.at((g + kScaleGroupsAhead) * np + p0 * 16), _MM_HINT_T0);
+        _mm_prefetch(wscale.at((g + kScaleGroupsAhead) * np + (p0 + CB) * 16 - 1), _MM_HINT_T0);
+      }
+      if (g < a.rank) {
+        _mm_prefetch(up_t.at(g * np + p0 * 16), _MM_HINT_T1);
+        _mm_prefetch(up_t.at(g * np + (p0 + CB) * 16 - 1), _MM_HINT_T1);
+      }
+    }
     // Each group dot starts at its offset term: Σ (qw + 8)·qa − 8·Σ qa =
     // Σ qw·qa, exact in int32, with no subtraction after the dots.
     I acc[R][U];
@@ -179,6 +198,10 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
     MIXQ_UNROLL
     for (int oct = 0; oct < 8; ++oct) {
       const int64_t o = g * 8 + oct;
+      if (prefetch > 0)  // one 64-byte line per panel and octet
+        for (int c = 0; c < CB; ++c)
+          _mm_prefetch(reinterpret_cast<const char*>(pk.weight.data() + ((p0 + c) * k8 + o) * 16) + prefetch,
+                       _MM_HINT_T0);
       // Low nibbles (k 0..3 of the octet) against every row, then the high
       // ones (k 4..7).
       auto weights = [&](I* w, bool high) {
@@ -268,17 +291,18 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
 // Rows [m_begin, m_end) against CB panels from p, kRows rows at a time, then
 // the remaining rows in one smaller block.
 template <class V, int CB>
-void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p, float* y) {
+void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p,
+          int64_t prefetch, float* y) {
   constexpr int R = SvdquantTile<V>::kRows;
   static_assert(R <= 6, "the remainder cases below go up to 5 rows");
   int64_t m = m_begin;
-  for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, y);
+  for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, prefetch, y);
   switch (m_end - m) {
-    case 5: if constexpr (R > 5) block<V, 5, CB>(pk, a, m, p, y); break;
-    case 4: if constexpr (R > 4) block<V, 4, CB>(pk, a, m, p, y); break;
-    case 3: if constexpr (R > 3) block<V, 3, CB>(pk, a, m, p, y); break;
-    case 2: if constexpr (R > 2) block<V, 2, CB>(pk, a, m, p, y); break;
-    case 1: block<V, 1, CB>(pk, a, m, p, y); break;
+    case 5: if constexpr (R > 5) block<V, 5, CB>(pk, a, m, p, prefetch, y); break;
+    case 4: if constexpr (R > 4) block<V, 4, CB>(pk, a, m, p, prefetch, y); break;
+    case 3: if constexpr (R > 3) block<V, 3, CB>(pk, a, m, p, prefetch, y); break;
+    case 2: if constexpr (R > 2) block<V, 2, CB>(pk, a, m, p, prefetch, y); break;
+    case 1: block<V, 1, CB>(pk, a, m, p, prefetch, y); break;
     default: break;
   }
 }
@@ -289,11 +313,11 @@ void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int6
 // at M = 4096 on AVX-512.)
 template <class V>
 void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
-         int64_t p_end, float* y) {
+         int64_t p_end, int64_t prefetch, float* y) {
   constexpr int CB = SvdquantTile<V>::kPanels;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) rows<V, CB>(pk, a, m_begin, m_end, p, y);
-  for (; p < p_end; ++p) rows<V, 1>(pk, a, m_begin, m_end, p, y);
+  for (; p + CB <= p_end; p += CB) rows<V, CB>(pk, a, m_begin, m_end, p, prefetch, y);
+  for (; p < p_end; ++p) rows<V, 1>(pk, a, m_begin, m_end, p, prefetch, y);
 }
 
 #if defined(MIXQ_SVDQUANT_AMX)
@@ -309,7 +333,7 @@ void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, i
   for (int64_t p = 0; p < pk.panels; ++p) {
     unpack_nibble_rows<V>(reinterpret_cast<const uint8_t*>(pk.weight.data() + p * (pk.k / 8) * 16), pk.k / 8, b);
     for (int64_t m = m_begin; m < tiles_end; m += 16) block_amx<V>(pk, a, m, p, b, y);
-    if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, y);
+    if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, 0, y);
   }
 }
 #endif
@@ -346,7 +370,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
     // Memory-bound: each thread streams its own panels once.
     const int64_t groups = (pk.panels + CB - 1) / CB;
     util::parallel_for(groups, 1, [&](int64_t begin, int64_t end, int) {
-      run<V>(pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), y);
+      run<V>(pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), kStreamPrefetchBytes, y);
     });
   } else if (amx) {
     if constexpr (V::kLanes == 16) {
@@ -361,7 +385,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   } else {
     util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b)
-        run<V>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, y);
+        run<V>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, 0, y);
     });
   }
 }
