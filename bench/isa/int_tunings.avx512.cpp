@@ -48,9 +48,14 @@ struct Rows1 : Base {
 };
 struct RowsLong4 : Base {  // one stream for rows under 4 KiB (AVX2's choice)
   static constexpr int64_t kLongRowBytes = 4096;
+  static constexpr bool kOneRowAtOneToken = false;
 };
 struct Rows8 : Base {
   static constexpr int kRowStreams = 8;
+  static constexpr bool kOneRowAtOneToken = false;
+};
+struct Rows4AtOneToken : Base {
+  static constexpr bool kOneRowAtOneToken = false;
 };
 
 // The many-row GEMM on AMX-INT8 tiles (above 24 rows; VNNI loops below).
@@ -113,7 +118,8 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"rows read in place (no packed copy)", make_in_place<>},
           {"in place, 1 row stream", make_in_place<Rows1>},
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},
-          {"in place, 8 row streams", make_in_place<Rows8>}};
+          {"in place, 8 row streams", make_in_place<Rows8>},
+          {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>}};
 }
 
 std::vector<IntTuning> int_tunings_amx() {

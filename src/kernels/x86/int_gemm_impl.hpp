@@ -102,6 +102,13 @@ namespace {
 //    (Emerald Rapids): 0, four streams were 3-7 % faster than one on 3 KiB
 //    int8 rows and even on 1.5 KiB int4 rows in two runs (bench_int_tunings
 //    --tuning "in place"; 8 streams would spill at 4 tokens × 8 rows).
+//  kOneRowAtOneToken: a call of one token reads the rows one at a time
+//    whatever their length: the whole matrix is then one sequential stream
+//    per thread. AVX-512: on Zen 5 at M = 1, 1.11-1.30x faster than four
+//    streams at the FLUX / H3 shapes (88-99 % of read against 70-81 %); at
+//    M = 4 and 16 one stream is 1.4-2.1x slower (the work per byte grows,
+//    one accumulator chain per row), so only M = 1 (BENCHMARKS.md, "fifth
+//    session"). AVX2: not measured; false.
 // A bench may instantiate the kernel with another tuning T (a struct with
 // these members; bench/isa/int_tunings.*.cpp).
 template <int Lanes>
@@ -114,6 +121,7 @@ struct IntTile<16> {
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
+  static constexpr bool kOneRowAtOneToken = true;
   static constexpr int64_t kKChunk = 3072;
   static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kCodesVbmi = true;
@@ -128,6 +136,7 @@ struct IntTile<8> {
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
+  static constexpr bool kOneRowAtOneToken = false;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kCodesVbmi = false;  // AVX-512 only
@@ -547,7 +556,8 @@ class SimdIntKernel final : public IntKernel {
   // (P panels = P·16 output columns) and, per group of at most kMr tokens,
   // runs the tile's rows R at a time (R memory streams) against kRowTokens
   // tokens at a time (rows_dot). R = T::kRowStreams for rows of at least
-  // T::kLongRowBytes, else 1 (see IntTile). The sums then go
+  // T::kLongRowBytes, else 1, and 1 at M = 1 where T::kOneRowAtOneToken
+  // (see IntTile). The sums then go
   // through the panel epilogue, which removes weight_bias·Σq: adding it first
   // (mod 2^32, undone exactly there) keeps one epilogue for both layouts.
   static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
@@ -570,9 +580,9 @@ class SimdIntKernel final : public IntKernel {
   }
 
   template <int TM>
-  void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
-    if (w_.row_bytes >= T::kLongRowBytes) rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
-    else rows_tile<TM, 1>(blk, t0, panel, acc);
+  void rows_tile(const ActBlock& blk, int64_t m, int64_t t0, const int64_t* panel, int32_t* acc) const {
+    if (w_.row_bytes < T::kLongRowBytes || (T::kOneRowAtOneToken && m == 1)) rows_tile<TM, 1>(blk, t0, panel, acc);
+    else rows_tile<TM, T::kRowStreams>(blk, t0, panel, acc);
   }
 
   void forward_rows_small(const float* x, int64_t m, float* y) const {
@@ -588,8 +598,9 @@ class SimdIntKernel final : public IntKernel {
         for (int64_t g0 = 0; g0 < m; g0 += kMr) {
           const int rows = static_cast<int>(std::min<int64_t>(kMr, m - g0));
           int t = 0;
-          for (; t + kRowTokens <= rows; t += kRowTokens) rows_tile<kRowTokens>(shared, g0 + t, panel, acc + t * P * 16);
-          for (; t < rows; ++t) rows_tile<1>(shared, g0 + t, panel, acc + t * P * 16);
+          for (; t + kRowTokens <= rows; t += kRowTokens)
+            rows_tile<kRowTokens>(shared, m, g0 + t, panel, acc + t * P * 16);
+          for (; t < rows; ++t) rows_tile<1>(shared, m, g0 + t, panel, acc + t * P * 16);
           for (int r = 0; r < rows; ++r) {
             // int8 sums lack the weight bias, int4 sums carry it (rows_dot);
             // int4_x16's epilogue divides by 16 (exact for these multiples).
