@@ -57,6 +57,9 @@ struct Rows8 : Base {
 struct Rows4AtOneToken : Base {
   static constexpr bool kOneRowAtOneToken = false;
 };
+struct Int8GemvTo24 : Base {
+  static constexpr int64_t kInt8InPlaceGemvRows = kGemvRows;
+};
 
 // The many-row GEMM on AMX-INT8 tiles (above 24 rows; VNNI loops below).
 struct AmxTile : Base {
@@ -119,7 +122,8 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 1 row stream", make_in_place<Rows1>},
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},
           {"in place, 8 row streams", make_in_place<Rows8>},
-          {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>}};
+          {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>},
+          {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>}};
 }
 
 std::vector<IntTuning> int_tunings_amx() {

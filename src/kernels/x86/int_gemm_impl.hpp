@@ -14,7 +14,9 @@
 //    block's 6-row panels use it) over it. Activations never go to DRAM in
 //    quantized form; rotation and quantization are a few % of the work.
 // int8 or int4 rows used in place (PackedIntWeights::rows, no copy): small M
-// runs a row-major GEMV on them (rows_dot); large M transposes a tile of P
+// runs a row-major GEMV on them (rows_dot; int8 rows only up to
+// kInt8InPlaceGemvRows tokens, then small M's tiles are transposed as large
+// M's are); large M transposes a tile of P
 // panels into the int8 / int4 panel layout just before use (transpose_panel), once
 // per (activation block, tile), as codes are decoded below.
 // 4-bit codes (IntCodes, asym_w4a8_int8) are decoded one tile of P panels at
@@ -109,8 +111,18 @@ namespace {
 //    M = 4 and 16 one stream is 1.4-2.1x slower (the work per byte grows,
 //    one accumulator chain per row), so only M = 1 (BENCHMARKS.md, "fifth
 //    session"). AVX2: not measured; false.
+//  kInt8InPlaceGemvRows: int8 rows read in place run the GEMV up to this
+//    many tokens; from one more up to kGemvRows, forward_small, whose tiles
+//    transpose the rows once (run_tile) for the micro-kernel. AVX-512 (Zen
+//    5), tiles against the GEMV in the same runs: 0.87-1.15x at 5-6 tokens,
+//    1.03-1.15x at 7, 1.07-1.31x at 8, 1.37-1.54x at 16, 1.8x at 24; kMr.
+//    int4 rows keep the GEMV to kGemvRows: their tiles (transposed, then
+//    unpacked) were 1.4-6x slower below 24 tokens. AVX2: not measured;
+//    kGemvRows (bench_int_tunings --tuning "in place").
 // A bench may instantiate the kernel with another tuning T (a struct with
 // these members; bench/isa/int_tunings.*.cpp).
+constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
+
 template <int Lanes>
 struct IntTile;
 template <>
@@ -122,6 +134,7 @@ struct IntTile<16> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
   static constexpr bool kOneRowAtOneToken = true;
+  static constexpr int64_t kInt8InPlaceGemvRows = kMr;
   static constexpr int64_t kKChunk = 3072;
   static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kCodesVbmi = true;
@@ -137,14 +150,13 @@ struct IntTile<8> {
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;
   static constexpr bool kOneRowAtOneToken = false;
+  static constexpr int64_t kInt8InPlaceGemvRows = kGemvRows;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr int64_t kCodesInRegistersRows = kMr;
   static constexpr bool kCodesVbmi = false;  // AVX-512 only
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
 };
-
-constexpr int64_t kGemvRows = 24;  // up to 4 panels of 6 tokens: memory-bound regime
 
 struct ActBlock {
   std::vector<int8_t> q;     // panels of kMr tokens, layout in int_pack.hpp, from q.data() + at
@@ -354,7 +366,7 @@ class SimdIntKernel final : public IntKernel {
 
   void forward(const float* x, int64_t m, float* y) const override {
     if (m <= 0) return;
-    if (m <= kGemvRows && w_.rows) forward_rows_small(x, m, y);
+    if (w_.rows && m <= (w_.int4 ? kGemvRows : T::kInt8InPlaceGemvRows)) forward_rows_small(x, m, y);
     else if (m <= kGemvRows) forward_small(x, m, y);
     else if constexpr (T::kAmx) forward_large_amx(x, m, y);
     else forward_large(x, m, y);
