@@ -30,8 +30,9 @@ namespace {
 // and the epilogue is the packed kernels' own (the same FMA per block, in
 // block order), so the result has the same bits.
 // Σ over 4-byte lanes of odd·x_odd + even·x_even (u8 · s8), exact: on AVX2
-// and AVX-512 targets two vpmaddubsw (pair sums <= 2·24·12 = 576 each, so
-// <= 1152 after the i16 add) and one vpmaddwd; with AVX-VNNI two vpdpbusd.
+// two vpmaddubsw (pair sums <= 2·24·12 = 576 each, so <= 1152 after the i16
+// add) and one vpmaddwd; with AVX-VNNI or AVX-512 VNNI (its ymm form) two
+// vpdpbusd, the same sums.
 template <class V>
 struct GemvDot {
   static __m256i dot(__m256i odd, __m256i x_odd, __m256i even, __m256i x_even) {
@@ -45,6 +46,14 @@ struct GemvDot<Avx2Vnni> {
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), odd, x_odd), even, x_even);
   }
 };
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+template <>
+struct GemvDot<Avx512> {
+  static __m256i dot(__m256i odd, __m256i x_odd, __m256i even, __m256i x_even) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), odd, x_odd), even, x_even);
+  }
+};
+#endif
 
 constexpr int64_t kGemvGroupBytes = 64;  // activation bytes per 4 blocks
 constexpr int64_t kGemvScaleAhead = 4;   // groups of 4 blocks the scale prefetch runs ahead
