@@ -138,12 +138,66 @@ inline __m128i panel_words(__m128i v) {
   }
 }
 
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push  // g++ 12 warns inside its own zmm intrinsics (simd_traits.hpp)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// panel_words on 16 words at once (vpshufb and the shifts act per 128-bit
+// lane and per word alike).
+template <bool Int4>
+inline __m512i panel_words(__m512i v) {
+  if constexpr (!Int4) {
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i f = _mm512_and_si512(v, m), s = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    const __m512i a = _mm512_or_si512(f, _mm512_slli_epi32(_mm512_srli_epi32(f, 16), 4));
+    const __m512i b = _mm512_or_si512(s, _mm512_slli_epi32(_mm512_srli_epi32(s, 16), 4));
+    const __m512i ab = _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(b, 16));
+    const __m512i order = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+    return _mm512_xor_si512(_mm512_shuffle_epi8(ab, order), _mm512_set1_epi8(static_cast<char>(0x88)));
+  }
+}
+
+// 16 rows × 16 words (a[i]: row i) -> 16 steps (a[s]: word s of rows 0..15,
+// row c at dword c). Unpacks of dwords then qwords give u[4j + e] whose lane
+// q holds word 4q + e of rows 4j..4j+3; two rounds of 128-bit lane shuffles
+// gather lane q of u[e], u[4 + e], u[8 + e], u[12 + e] into step 4q + e.
+inline void transpose_words_16x16(__m512i a[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    u[4 * j + 0] = _mm512_unpacklo_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
+    u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+    a[e] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    a[4 + e] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    a[8 + e] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    a[12 + e] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
 // Transposes panel `pn` of the in-place rows into the int8 or int4 panel
 // layout at `out` (panel_bytes, 64-byte aligned): step s (64 bytes) holds
-// word s of each of the 16 rows, word 4c at byte 4c (int_pack.hpp). So 4
-// words of 4 rows are a 4×4 word transpose (SSE2 unpacks). Words past the
-// last whole 4 of a row, and partial panels, go one at a time (int8: byte by
-// byte, as K % 4 may be non-zero; int4 rows are whole words).
+// word s of each of the 16 rows, word 4c at byte 4c (int_pack.hpp). On
+// AVX-512, 16 words of the 16 rows at a time (transpose_words_16x16: at
+// M = 4096, K = N = 3072 in-place ConvRot W4A4 took 1.05x the packed
+// weights' time, 1.10x with the SSE2 transpose; INT8 1.05x either way;
+// BENCHMARKS.md "fifth session"); then, and elsewhere, 4 words of 4 rows (a 4×4 word
+// transpose, SSE2 unpacks). Words past the last whole 4 of a row, and
+// partial panels, go one at a time (int8: byte by byte, as K % 4 may be
+// non-zero; int4 rows are whole words).
 template <bool Int4>
 void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
   const int64_t rb = w.row_bytes, steps = w.panel_bytes / 64, row0 = 16 * pn;
@@ -155,6 +209,18 @@ void transpose_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out) {
   }
   int64_t s = 0;
   if (valid == kPanelCols) {
+#if defined(__AVX512F__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+    for (; 4 * s + 64 <= rb; s += 16) {
+      __m512i a[16];
+      for (int i = 0; i < 16; ++i) a[i] = _mm512_loadu_si512(w.rows + (row0 + i) * rb + 4 * s);
+      transpose_words_16x16(a);
+      for (int j = 0; j < 16; ++j) _mm512_store_si512(out + (s + j) * 64, panel_words<Int4>(a[j]));
+    }
+#pragma GCC diagnostic pop
+#endif
     for (; 4 * s + 16 <= rb; s += 4)
       for (int g = 0; g < 4; ++g) {
         const uint8_t* r = w.rows + (row0 + 4 * g) * rb + 4 * s;
