@@ -116,8 +116,9 @@ namespace {
 //    transpose the rows once (run_tile) for the micro-kernel. AVX-512 (Zen
 //    5), tiles against the GEMV in the same runs: 0.87-1.15x at 5-6 tokens,
 //    1.03-1.15x at 7, 1.07-1.31x at 8, 1.37-1.54x at 16, 1.8x at 24; kMr.
-//    int4 rows keep the GEMV to kGemvRows: their tiles (transposed, then
-//    unpacked) were 1.4-6x slower below 24 tokens. AVX2: not measured;
+//    int4 rows keep the GEMV to kGemvRows: their tiles were 1.4-6x slower
+//    below 24 tokens, and with the AVX-512 transpose (transpose_panel) still
+//    1.0-1.7x slower at 7-16 tokens from DRAM. AVX2: not measured;
 //    kGemvRows (bench_int_tunings --tuning "in place").
 // A bench may instantiate the kernel with another tuning T (a struct with
 // these members; bench/isa/int_tunings.*.cpp).
