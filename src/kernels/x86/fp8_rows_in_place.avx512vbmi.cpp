@@ -291,10 +291,11 @@ void panels_in_registers(const Call& c, int64_t p) {
 // 2048, 6144, 10240: 2 sets); at 32 (K = 4096, 12288: 1 set) no faster (15.9
 // against 30.6 GB/s at K = 4160; one thread, in cache): a line is evicted
 // before the next step reads its second half. There a lag of one 64-byte
-// line a panel puts each panel's rows in a set of their own (1.5x two panels
-// in step at K = 12288, in cache); elsewhere the panels stay in step, where
-// one activation broadcast serves them all (a lag everywhere was 1.15x
-// slower at K = 3072 and 4160).
+// line a panel puts each panel's rows in a set of their own (E4M3: 1.5x one
+// panel at K = 12288, in cache; MXFP8 not helped, BENCHMARKS.md "fifth
+// session"); elsewhere the panels stay in step, where one activation
+// broadcast serves them all (a lag everywhere was 1.07-1.15x slower at K =
+// 3072 and 4160).
 constexpr int kLagSteps = 2;
 int panels_lag(int64_t stride, int j) {
   if (stride % 64 != 0) return 0;

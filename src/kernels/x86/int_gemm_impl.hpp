@@ -106,16 +106,17 @@ namespace {
 //    --tuning "in place"; 8 streams would spill at 4 tokens × 8 rows).
 //  kOneRowAtOneToken: a call of one token reads the rows one at a time
 //    whatever their length: the whole matrix is then one sequential stream
-//    per thread. AVX-512: on Zen 5 at M = 1, 1.11-1.30x faster than four
-//    streams at the FLUX / H3 shapes (88-99 % of read against 70-81 %); at
+//    per thread. AVX-512: on Zen 5 at M = 1, 1.02-1.24x faster than four
+//    streams at the FLUX / H3 shapes (84-99 % of read against 70-81 %); at
 //    M = 4 and 16 one stream is 1.4-2.1x slower (the work per byte grows,
 //    one accumulator chain per row), so only M = 1 (BENCHMARKS.md, "fifth
 //    session"). AVX2: not measured; false.
 //  kInt8InPlaceGemvRows: int8 rows read in place run the GEMV up to this
 //    many tokens; from one more up to kGemvRows, forward_small, whose tiles
 //    transpose the rows once (run_tile) for the micro-kernel. AVX-512 (Zen
-//    5), tiles against the GEMV in the same runs: 0.87-1.15x at 5-6 tokens,
-//    1.03-1.15x at 7, 1.07-1.31x at 8, 1.37-1.54x at 16, 1.8x at 24; kMr.
+//    5), tiles against the GEMV in the same runs: 0.70-1.03x at 5 tokens,
+//    0.87-1.13x at 6, 1.03-1.15x at 7, 1.07-1.31x at 8, 1.37-1.54x at 16,
+//    1.8x at 24; kMr.
 //    int4 rows keep the GEMV to kGemvRows: their tiles were 1.4-6x slower
 //    below 24 tokens, and with the AVX-512 transpose (transpose_panel) still
 //    1.0-1.7x slower at 7-16 tokens from DRAM. AVX2: not measured;
