@@ -32,8 +32,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, 
 // both zeros, the largest), MXFP8 block exponents 100-154 (every product
 // stays a normal f32), rows padded past k, K tails under 64, a partial last
 // panel, an odd panel count, rows 4 KiB apart (48 x 4032 padded by 64: the
-// panels side by side run lagged, panels_lag) with and without a K tail; once with FP8 activations (exact products: the
-// plain sum) and once with raw f32 ones (std::fma chains). A second weight
+// panels side by side run lagged, panels_lag) with and without a K tail;
+// once with FP8 activations (exact products: the plain sum) and once with
+// raw f32 ones (std::fma chains). A second weight
 // puts the special codes in some columns: E4M3 NaN, E5M2 inf and NaN.
 TEST_P(FmaInPlace, Fp8IsBitExact) {
   struct Shape { int64_t n, k, pad; };

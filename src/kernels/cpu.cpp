@@ -15,7 +15,7 @@ namespace {
 struct Features {
   bool avx2 = false, fma = false, f16c = false, bmi2 = false, avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512vnni = false, avx512bf16 = false;
+  bool avx512vnni = false, avx512bf16 = false, avx512vbmi = false;
   bool amx = false;  // AMX-TILE + AMX-INT8 + AMX-BF16, enabled by the OS and granted to this process
 };
 
@@ -55,6 +55,7 @@ Features detect() {
   f.avx512dq = (b & (1u << 17)) && zmm_os;
   f.avx512bw = (b & (1u << 30)) && zmm_os;
   f.avx512vl = (b & (1u << 31)) && zmm_os;
+  f.avx512vbmi = (c & (1u << 1)) && zmm_os;
   f.avx512vnni = (c & (1u << 11)) && zmm_os;
   // AMX: CPUID.(7,0):EDX bits 24 (TILE), 25 (INT8) and 22 (BF16); XCR0 bits 17-18
   // (XTILECFG, XTILEDATA) set by the OS; and Linux hands the 8 KiB tile
@@ -109,6 +110,7 @@ void set_isa(Isa isa) {
 }
 
 bool cpu_has_avx_vnni() { return features().avx_vnni; }
+bool cpu_has_avx512_vbmi() { return features().avx512vbmi; }
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {

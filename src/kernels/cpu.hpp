@@ -21,6 +21,9 @@ Isa active_isa();
 // concurrent forward calls; meant for tests and benchmarks.
 void set_isa(Isa isa);
 bool cpu_has_avx_vnni();
+// AVX-512 VBMI (vpermb, vpermi2b), which some kernels need on top of the
+// avx512 level (their *.avx512vbmi.cpp files); CPUs without it exist.
+bool cpu_has_avx512_vbmi();
 std::string_view isa_name(Isa isa);
 
 }  // namespace mixq::kernels

@@ -28,19 +28,7 @@ struct VbmiLookup {
     levels[0] = Avx512::load(w.levels);
   }
   __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g) {
-    if (!w.s_rel_e4m3.empty()) {
-      ColumnTables<16>::load_rows<true>(w.code_lut.data(), w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols, t);
-      return;
-    }
-    const int8_t* tab[kPanelCols];
-    group_tables<Avx512>(w, pn, g, levels, scratch, tab);
-    auto table = [&](int c) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(tab[c])); };
-    for (int j = 0; j < 4; ++j) {  // lane numbers are immediates (clang rejects a loop variable there)
-      I v = _mm512_castsi128_si512(table(4 * j));
-      v = _mm512_inserti32x4(v, table(4 * j + 1), 1);
-      v = _mm512_inserti32x4(v, table(4 * j + 2), 2);
-      t[j] = _mm512_inserti32x4(v, table(4 * j + 3), 3);
-    }
+    group_table_registers<Avx512, true>(w, pn, g, levels, scratch, &t);
   }
   __attribute__((always_inline)) I operands(int, I codes, bool high) const {
     // (codes & 0x0F) | pattern in one ternary-logic op (0xEA: A & B | C).
@@ -52,11 +40,6 @@ struct VbmiLookup {
 };
 
 }  // namespace
-
-bool codes_vbmi_supported() {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  return vbmi;
-}
 
 void codes_micro_avx512vbmi(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int rows,
                             int64_t ahead, int32_t* out) {

@@ -1,13 +1,12 @@
 #pragma once
 // asym_w4a8_int8 codes at few tokens with AVX-512 VBMI lookups
-// (codes_vbmi.avx512vbmi.cpp; the loop is codes_micro_impl.hpp's).
+// (codes_vbmi.avx512vbmi.cpp; the loop is codes_micro_impl.hpp's), where
+// kernels::cpu_has_avx512_vbmi().
 #include <cstdint>
 
 #include "kernels/x86/int_pack.hpp"
 
 namespace mixq::kernels::x86 {
-
-bool codes_vbmi_supported();
 
 // codes_micro over 4 code panels `panel` and 1 .. kMr tokens `rows` of one
 // activation panel `a`, each panel's codes fetched `ahead` bytes ahead (0:

@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
@@ -339,10 +340,7 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
 
 }  // namespace
 
-bool fp8_rows_in_place_supported() {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  return vbmi;
-}
+bool fp8_rows_in_place_supported() { return cpu_has_avx512_vbmi(); }
 
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                   int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,

@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu.hpp"
 #include "kernels/hadamard_fast_impl.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
@@ -472,7 +473,7 @@ class SimdIntKernel final : public IntKernel {
   // codes_micro with the target's lookup (codes_micro_impl.hpp).
   void codes_micro_call(const int8_t* a, const int64_t* panel, int rows, int32_t* acc) const {
     if constexpr (V::kLanes == 16 && P == 4 && T::kCodesVbmi)
-      if (codes_vbmi_supported()) return codes_micro_avx512vbmi(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
+      if (kernels::cpu_has_avx512_vbmi()) return codes_micro_avx512vbmi(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
     codes_micro_rows<V, ShuffleLookup<V>, P>(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
   }
 

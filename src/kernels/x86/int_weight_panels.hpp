@@ -55,7 +55,8 @@ void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typena
 // s_rel through group_tables' products (`scratch`: the caller's, so that
 // this inlines into the code loops with no stack realignment). Inlined:
 // called out of line, tv went through memory (M = 1 1.4x slower).
-template <class V>
+// kColumnsInOrder: ColumnTables<16>'s other lane order (the VBMI lookup's).
+template <class V, bool kColumnsInOrder = false>
 __attribute__((always_inline)) inline void group_table_registers(const PackedIntWeights& w, int64_t pn, int64_t g,
                                                                  const typename V::F* levels,
                                                                  int8_t (*scratch)[16], typename V::I (*tv)[4]) {
@@ -64,7 +65,10 @@ __attribute__((always_inline)) inline void group_table_registers(const PackedInt
   if (!w.s_rel_e4m3.empty()) {
     const uint8_t* row = w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols;
     MIXQ_UNROLL
-    for (int v = 0; v < H; ++v) T::load_rows(w.code_lut.data(), row + v * L, tv[v]);
+    for (int v = 0; v < H; ++v) {
+      if constexpr (kColumnsInOrder) T::template load_rows<true>(w.code_lut.data(), row + v * L, tv[v]);
+      else T::load_rows(w.code_lut.data(), row + v * L, tv[v]);
+    }
     return;
   }
   const int8_t* tab[kPanelCols];
@@ -72,7 +76,10 @@ __attribute__((always_inline)) inline void group_table_registers(const PackedInt
   MIXQ_UNROLL
   for (int v = 0; v < H; ++v)
     MIXQ_UNROLL
-    for (int j = 0; j < 4; ++j) tv[v][j] = T::load(tab + v * L, j);
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (kColumnsInOrder) tv[v][j] = T::template load<true>(tab + v * L, j);
+      else tv[v][j] = T::load(tab + v * L, j);
+    }
 }
 
 // Decodes panel `pn` of codes (int_pack.hpp) into the int8 panel layout

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "util/parallel.hpp"
+#include "kernels/cpu.hpp"
 #include "kernels/x86/e4m3_nan.hpp"
 #include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
@@ -12,10 +13,7 @@
 
 namespace mixq::kernels::x86 {
 
-bool nvfp4_avx512_supported() {
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  return vbmi;
-}
+bool nvfp4_avx512_supported() { return cpu_has_avx512_vbmi(); }
 
 Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
                        int64_t n, float global) {

@@ -415,8 +415,13 @@ struct ColumnTables<8> {
 template <>
 struct ColumnTables<16> {
   using I = __m512i;
+  // kColumnsInOrder: lane q of tab[j] holds column 4j + q instead of 4q + j
+  // (the VBMI lookup's order, codes_vbmi.avx512vbmi.cpp); here and in load_rows.
+  template <bool kColumnsInOrder = false>
   static I load(const int8_t* const* t, int j) {
-    auto lane = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[4 * q + j])); };
+    auto lane = [&](int q) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[kColumnsInOrder ? 4 * j + q : 4 * q + j]));
+    };
     I v = _mm512_zextsi128_si512(lane(0));
     v = _mm512_inserti32x4(v, lane(1), 1);
     v = _mm512_inserti32x4(v, lane(2), 2);
@@ -424,8 +429,7 @@ struct ColumnTables<16> {
   }
   // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15): the
   // row offsets computed 16 at a time (no pointer array), each lane one
-  // masked broadcast load (no shuffle). kColumnsInOrder: lane q of tab[j]
-  // holds column 4j + q instead (the VBMI lookup's order).
+  // masked broadcast load (no shuffle).
   template <bool kColumnsInOrder = false>
   static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
     alignas(64) uint32_t at[16];
