@@ -295,8 +295,8 @@ void panels_in_registers(const Call& c, int64_t p) {
 // line a panel puts each panel's rows in a set of their own (E4M3: 1.5x one
 // panel at K = 12288, in cache; MXFP8 not helped, BENCHMARKS.md "fifth
 // session"); elsewhere the panels stay in step, where one activation
-// broadcast serves them all (a lag everywhere was 1.07-1.15x slower at K =
-// 3072 and 4160).
+// broadcast serves them all (a build with the lag at every stride was
+// 1.07-1.15x slower at K = 3072 and 4160).
 constexpr int kLagSteps = 2;
 int panels_lag(int64_t stride, int j) {
   if (stride % 64 != 0) return 0;

@@ -120,7 +120,8 @@ namespace {
 //    1.8x at 24; kMr.
 //    int4 rows keep the GEMV to kGemvRows: their tiles were 1.4-6x slower
 //    below 24 tokens, and with the AVX-512 transpose (transpose_panel) still
-//    1.0-1.7x slower at 7-16 tokens from DRAM. AVX2: not measured;
+//    1.0-1.7x slower at 7-16 tokens from DRAM (a build sending them to the
+//    tiles, not a switch). AVX2: not measured;
 //    kGemvRows (bench_int_tunings --tuning "in place").
 // A bench may instantiate the kernel with another tuning T (a struct with
 // these members; bench/isa/int_tunings.*.cpp).
