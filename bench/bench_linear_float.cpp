@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
     std::printf("\n# no AVX-512 VNNI + BF16: the NVFP4 and peak-fraction tables need them; skipped\n");
     return 0;
   }
-  const auto int8_peak = bench::int8_vnni_peak_gops(threads);
+  const auto int8_peak = bench::int8_dot_peak_gops(threads);
   const auto bf16_peak = bench::bf16_dot_peak_gflops(threads);
   const auto fma_peak = kernels::fma_f32_peak_gflops(threads);
   std::printf("\n# same-run limits (%d threads): int8 VNNI %.0f GOPS, bf16 dot %.0f GFLOPS, f32 FMA %.0f GFLOPS\n",
@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
               probe.bf16_gflops, probe.fma_gflops, std::string(kernels::float_dot_name(kernels::float_dot())).c_str());
   Peaks one;  // 1 thread (full run only)
   if (!quick) {
-    one = {bench::int8_vnni_peak_gops(1).median, bench::bf16_dot_peak_gflops(1).median,
+    one = {bench::int8_dot_peak_gops(1).median, bench::bf16_dot_peak_gflops(1).median,
            kernels::fma_f32_peak_gflops(1).median};
     std::printf("# same-run limits (1 thread): int8 VNNI %.0f GOPS, bf16 dot %.0f GFLOPS, f32 FMA %.0f GFLOPS (median)\n\n",
                 one.int8, one.bf16, one.fma);

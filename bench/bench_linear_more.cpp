@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   }
   std::printf("# %s\n", run_header().c_str());
   std::printf("# calibration (same run)\n");
-  const Rate ipeak1 = int8_vnni_peak_gops(1), ipeak2 = int8_vnni_peak_gops(2);
+  const Rate ipeak1 = int8_dot_peak_gops(1), ipeak2 = int8_dot_peak_gops(2);
   const Rate bpeak1 = bf16_dot_peak_gflops(1), bpeak2 = bf16_dot_peak_gflops(2);
   const Rate fpeak1 = mixq::kernels::fma_f32_peak_gflops(1), fpeak2 = mixq::kernels::fma_f32_peak_gflops(2);
   const Rate bw2 = read_bandwidth_gbs(2);

@@ -7,7 +7,7 @@
 namespace mixq {
 
 struct MachineLimits {
-  double int8_gops = 0;    // `vpdpbusd zmm` throughput (u8 x s8), GOPS
+  double int8_gops = 0;    // the int8 dot's throughput (u8 x s8; zmm, or ymm on AVX2: calibrate.hpp), GOPS
   double amx_int8_gops = 0;  // AMX `tdpbsud` throughput, GOPS (zero without AMX-INT8)
   double bf16_gflops = 0;  // `vdpbf16ps zmm` throughput, GFLOPS
   double f32_gflops = 0;   // `vfmadd231ps` throughput (zmm; ymm without AVX-512), GFLOPS

@@ -202,7 +202,7 @@ void run(const Options& o) {
                           {"results", results}};
     print_json(std::move(out));
   } else {
-    if (limits.int8_gops > 0)
+    if (limits.bf16_gflops > 0)
       std::cout << fmt::format(
           "limits measured in this run ({} threads): int8 VNNI {:.0f} GOPS, {}bf16 dot {:.0f} GFLOPS, "
           "read {:.1f} GB/s (256 MiB); the same weights are reused between calls, so layers smaller than the "
@@ -212,10 +212,10 @@ void run(const Options& o) {
           limits.bf16_gflops, limits.read_gbs);
     else if (limits.read_gbs > 0)
       std::cout << fmt::format(
-          "limits measured in this run ({} threads): no AVX-512 VNNI/BF16 (no int8 / bf16 peaks), f32 FMA (ymm) "
-          "{:.0f} GFLOPS, read {:.1f} GB/s (256 MiB, median; best {:.1f}); the same weights are reused between "
-          "calls: DRAM-bound M=1 is bench_decode (make bench)\n",
-          threads, limits.f32_gflops, limits.read_gbs, limits.read_best_gbs);
+          "limits measured in this run ({} threads): no AVX-512 (no bf16 dot peak), int8 dot (ymm) {:.0f} GOPS, "
+          "f32 FMA (ymm) {:.0f} GFLOPS, read {:.1f} GB/s (256 MiB, median; best {:.1f}); the same weights are "
+          "reused between calls; oneDNN side by side and DRAM-bound M=1: make bench\n",
+          threads, limits.int8_gops, limits.f32_gflops, limits.read_gbs, limits.read_best_gbs);
     else
       std::cout << "limits not measured: the calibration loops need AVX2 or AVX-512 VNNI/BF16\n";
   }

@@ -107,6 +107,49 @@ __attribute__((target("avx2,fma"))) void fma_loop_ymm(long iters) {
       : MIXQ_CLOBBER_ZMM, "cc");
 }
 
+// The int8 dot without VNNI, as oneDNN's AVX2 kernels and ours run it: u8·s8
+// pairs summed to i16 (`vpmaddubsw`), widened to i32 pairs (`vpmaddwd` by
+// ones), added to the accumulator (`vpaddd`): 32 MACs per three
+// instructions. 6 accumulators (ymm6..11), each with its own temporary
+// (ymm0..5); ymm14 holds the ones.
+#define MIXQ_DOT_AVX2(t, acc)                                                                \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #t "\n\tvpmaddwd %%ymm14, %%ymm" #t ", %%ymm" #t         \
+  "\n\tvpaddd %%ymm" #t ", %%ymm" #acc ", %%ymm" #acc "\n\t"
+
+__attribute__((target("avx2"))) void int8_dot_loop_ymm(long iters) {
+  asm volatile(
+      "vpxor %%ymm6, %%ymm6, %%ymm6\n\tvmovdqa %%ymm6, %%ymm7\n\tvmovdqa %%ymm6, %%ymm8\n\t"
+      "vmovdqa %%ymm6, %%ymm9\n\tvmovdqa %%ymm6, %%ymm10\n\tvmovdqa %%ymm6, %%ymm11\n\t"
+      "vpcmpeqw %%ymm14, %%ymm14, %%ymm14\n\tvpsrlw $15, %%ymm14, %%ymm14\n\t"
+      "vpxor %%ymm12, %%ymm12, %%ymm12\n\tvpxor %%ymm13, %%ymm13, %%ymm13\n\t"
+      "1:\n\t" MIXQ_DOT_AVX2(0, 6) MIXQ_DOT_AVX2(1, 7) MIXQ_DOT_AVX2(2, 8) MIXQ_DOT_AVX2(3, 9)
+          MIXQ_DOT_AVX2(4, 10) MIXQ_DOT_AVX2(5, 11) "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(iters)
+      :
+      : MIXQ_CLOBBER_ZMM, "xmm14", "cc");
+}
+
+#undef MIXQ_DOT_AVX2
+
+// `vpdpbusd ymm` (AVX-VNNI, VEX-encoded; `%{`, `%}` are braces in asm): the
+// same 12-accumulator loop.
+__attribute__((target("avx2,avxvnni"))) void vnni_loop_ymm(long iters) {
+  asm volatile(
+      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
+      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
+      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\t"
+      "vmovdqa %%ymm0, %%ymm4\n\tvmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\t"
+      "vmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\tvmovdqa %%ymm0, %%ymm9\n\t"
+      "vmovdqa %%ymm0, %%ymm10\n\tvmovdqa %%ymm0, %%ymm11\n\t"
+      "1:\n\t" MIXQ_12Y("%{vex%} vpdpbusd") "dec %0\n\tjnz 1b\n\t"
+      "vzeroupper\n\t"
+      : "+r"(iters)
+      :
+      : MIXQ_CLOBBER_ZMM, "cc");
+}
+
 // Runs loop(iters) on every pool thread at once, `reps` times; returns the
 // rate (ops_per_iter * iters * threads / seconds / 1e9) of each repetition.
 Rate peak(int threads, int reps, void (*loop)(long), double ops_per_iter) {
@@ -189,9 +232,11 @@ __attribute__((target("avx2"))) uint64_t read_part_ymm(const std::byte* p, size_
 
 bool has_avx512_vnni_bf16() { return best_isa() >= Isa::avx512; }
 
-Rate int8_vnni_peak_gops(int threads, int reps) {
-  if (!has_avx512_vnni_bf16()) return {};
-  return peak(threads, reps, vnni_loop, 12 * 128.0);
+Rate int8_dot_peak_gops(int threads, int reps) {
+  if (has_avx512_vnni_bf16()) return peak(threads, reps, vnni_loop, 12 * 128.0);
+  if (best_isa() < Isa::avx2) return {};
+  if (cpu_has_avx_vnni()) return peak(threads, reps, vnni_loop_ymm, 12 * 64.0);
+  return peak(threads, reps, int8_dot_loop_ymm, 6 * 64.0);
 }
 
 Rate int8_amx_peak_gops(int threads, int reps) {

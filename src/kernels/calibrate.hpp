@@ -16,10 +16,13 @@ struct Rate {
   double median = 0;  // median repetition
 };
 
-// `vpdpbusd zmm` throughput (u8 x s8 -> s32; 128 ops per instruction) with 12
-// independent accumulators in inline asm, one loop per pool thread. GOPS.
-// `reps` repetitions of ~0.1 s (7) or ~25 ms (fewer than 7).
-Rate int8_vnni_peak_gops(int threads, int reps = 7);
+// Throughput of the int8 dot the integer kernels run on (u8 x s8 -> s32,
+// independent accumulators in inline asm, one loop per pool thread), GOPS:
+// `vpdpbusd zmm` on AVX-512 (128 ops per instruction, 12 accumulators);
+// `vpdpbusd ymm` on AVX-VNNI; elsewhere on AVX2 `vpmaddubsw` + `vpmaddwd` +
+// `vpaddd` (64 ops per three instructions, oneDNN's AVX2 sequence); zeros
+// below AVX2. `reps` repetitions of ~0.1 s (7) or ~25 ms (fewer than 7).
+Rate int8_dot_peak_gops(int threads, int reps = 7);
 // AMX `tdpbsud` throughput (16·16·64 MACs per instruction, 4 accumulator
 // tiles) on CPUs with Isa::amx; zeros elsewhere. GOPS.
 Rate int8_amx_peak_gops(int threads, int reps = 7);

@@ -7,7 +7,7 @@ namespace mixq {
 
 MachineLimits measure_machine(int threads, int reps, size_t read_bytes) {
   MachineLimits limits;
-  limits.int8_gops = kernels::int8_vnni_peak_gops(threads, reps).median;
+  limits.int8_gops = kernels::int8_dot_peak_gops(threads, reps).median;
   limits.amx_int8_gops = kernels::int8_amx_peak_gops(threads, reps).median;
   limits.bf16_gflops = kernels::bf16_dot_peak_gflops(threads, reps).median;
   limits.f32_gflops = kernels::fma_f32_peak_gflops(threads, reps).median;
