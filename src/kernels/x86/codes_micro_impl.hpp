@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "kernels/x86/int_micro_impl.hpp"
 #include "kernels/x86/int_pack.hpp"
 #include "kernels/x86/int_weight_panels.hpp"
 #include "kernels/x86/simd_traits.hpp"
@@ -60,7 +61,8 @@ struct ShuffleLookup {
 // MR tokens of one activation panel (a: int_pack.hpp's layout, kMr slots
 // per 4-byte step) against the P code panels `panel`, all of K; each
 // panel's codes fetched `ahead` bytes ahead (0: none). Results to
-// out[r][P·16] (int32, the weight offset not removed), as micro() writes them.
+// out[r][P·16] (int32, with the weight bias where BiasedInt8 keeps it), as
+// micro() writes them.
 template <class V, class Lookup, int P, int MR>
 void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* panel, int64_t ahead, int32_t* out) {
   using I = typename V::I;
@@ -81,12 +83,12 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
       for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
         const uint8_t* step = src[p] + k8 * 64;
         if (ahead > 0) _mm_prefetch(reinterpret_cast<const char*>(step + ahead), _MM_HINT_T0);
-        I lo[H], hi[H];
+        BiasedInt8<V> lo[H], hi[H];
         MIXQ_UNROLL
         for (int v = 0; v < H; ++v) {
           const I codes = V::loadi_a(step + 4 * L * v);
-          lo[v] = lookup.operands(v, codes, false);
-          hi[v] = lookup.operands(v, codes, true);
+          lo[v] = BiasedInt8<V>::of(lookup.operands(v, codes, false));
+          hi[v] = BiasedInt8<V>::of(lookup.operands(v, codes, true));
         }
         const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
         const int8_t* a_hi = a_lo + kMr * 4;
@@ -95,8 +97,8 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
           const I x_lo = V::bcast4(a_lo + 4 * r), x_hi = V::bcast4(a_hi + 4 * r);
           MIXQ_UNROLL
           for (int v = 0; v < H; ++v) {
-            c[r][p * H + v] = V::dot4(c[r][p * H + v], lo[v], x_lo);
-            c[r][p * H + v] = V::dot4(c[r][p * H + v], hi[v], x_hi);
+            c[r][p * H + v] = lo[v].dot(c[r][p * H + v], x_lo);
+            c[r][p * H + v] = hi[v].dot(c[r][p * H + v], x_hi);
           }
         }
       }

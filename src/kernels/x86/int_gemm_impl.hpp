@@ -427,18 +427,30 @@ class SimdIntKernel final : public IntKernel {
     }
   }
 
+  // What the int32 sums handed to the epilogue hold besides Σ w·q:
+  // `weight_bias` Σ (w + weight_bias)·q (the panel layouts' bias, which the
+  // epilogue removes); `x16` int4_x16's factor 16.
+  struct SumForm {
+    bool weight_bias;
+    bool x16;
+  };
+  // micro()'s and codes_micro's sums (BiasedInt8: int8 weights keep the bias
+  // on VNNI targets only).
+  SumForm micro_sums() const {
+    return {w_.int4 || BiasedInt8<V>::kSumsBiased, mode_ == WeightMode::int4_x16};
+  }
+
   // Offset removal, scales, bias; stores the valid columns of the P panels.
-  // `x16`: the sums carry int4_x16's factor 16 (micro(), rows_dot).
   void epilogue(const int32_t* acc, int rows, int64_t row0, const ActBlock& blk, int64_t blk_row0,
-                const int64_t* panel, float* y, bool x16) const {
+                const int64_t* panel, float* y, SumForm sums) const {
     using F = typename V::F;
     using I = typename V::I;
     constexpr int L = V::kLanes, H = 16 / L;
     const int64_t n = w_.n;
+    const uint32_t bias = sums.weight_bias ? static_cast<uint32_t>(w_.weight_bias) : 0u;
     for (int r = 0; r < rows; ++r) {
       const int64_t br = blk_row0 + r;
-      const uint32_t offset =
-          static_cast<uint32_t>(w_.weight_bias) * static_cast<uint32_t>(blk.sum[static_cast<size_t>(br)]);
+      const uint32_t offset = bias * static_cast<uint32_t>(blk.sum[static_cast<size_t>(br)]);
       const I voff = V::set1i(static_cast<int32_t>(offset));
       const F sx = V::set1(blk.scale[static_cast<size_t>(br)]);
       float* yr = y + (row0 + r) * n;
@@ -446,7 +458,7 @@ class SimdIntKernel final : public IntKernel {
         const int64_t col = panel[v / H] * kPanelCols + (v % H) * L;
         if (col >= n) continue;
         I raw = V::loadi(acc + r * P * 16 + v * L);
-        if (x16) raw = V::template srai<4>(raw);  // exact: a multiple of 16
+        if (sums.x16) raw = V::template srai<4>(raw);  // exact: a multiple of 16
         const F f = V::cvt(V::subi(raw, voff));
         const F sw = V::load(w_.scale.data() + col);
         F out;
@@ -490,7 +502,7 @@ class SimdIntKernel final : public IntKernel {
         const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
         prefetch_output(row0 + r0, mr, panel, y);
         codes_micro_call(blk.q.data() + (r0 / kMr) * w_.kp * kMr, panel, mr, acc);
-        epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
+        epilogue(acc, mr, row0 + r0, blk, r0, panel, y, micro_sums());
       }
       return;
     }
@@ -519,7 +531,7 @@ class SimdIntKernel final : public IntKernel {
       const int8_t* a = blk.q.data() + (r0 / kMr) * kp * kMr;
       prefetch_output(row0 + r0, mr, panel, y);
       micro_for<V, T>(mr, mode_, stream)(a, kp, b, acc, false);
-      epilogue(acc, mr, row0 + r0, blk, r0, panel, y, mode_ == WeightMode::int4_x16);
+      epilogue(acc, mr, row0 + r0, blk, r0, panel, y, micro_sums());
     }
   }
 
@@ -531,7 +543,7 @@ class SimdIntKernel final : public IntKernel {
                          const uint8_t* const* b, float* y) const {
     constexpr int64_t kCols = P * 16;
     const int64_t kp = w_.kp, padded = (rows + kMr - 1) / kMr * kMr;
-    const int64_t weight_bytes_per_k = mode_ == WeightMode::int8 ? kPanelCols : kPanelCols / 2;
+    const int64_t weight_bytes_per_k = w_.int4 ? kPanelCols / 2 : kPanelCols;
     thread_local std::vector<int32_t> sums;
     if (sums.size() < static_cast<size_t>(padded * kCols + 16)) sums.resize(static_cast<size_t>(padded * kCols + 16));
     int32_t* acc = reinterpret_cast<int32_t*>(aligned64(reinterpret_cast<uint8_t*>(sums.data())));
@@ -548,7 +560,7 @@ class SimdIntKernel final : public IntKernel {
     for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
       const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
       prefetch_output(row0 + r0, mr, panel, y);
-      epilogue(acc + r0 * kCols, mr, row0 + r0, blk, r0, panel, y, mode_ == WeightMode::int4_x16);
+      epilogue(acc + r0 * kCols, mr, row0 + r0, blk, r0, panel, y, micro_sums());
     }
   }
 
@@ -573,9 +585,8 @@ class SimdIntKernel final : public IntKernel {
   // runs the tile's rows R at a time (R memory streams) against kRowTokens
   // tokens at a time (rows_dot). R = T::kRowStreams for rows of at least
   // T::kLongRowBytes, else 1, and 1 at M = 1 where T::kOneRowAtOneToken
-  // (see IntTile). The sums then go
-  // through the panel epilogue, which removes weight_bias·Σq: adding it first
-  // (mod 2^32, undone exactly there) keeps one epilogue for both layouts.
+  // (see IntTile). The sums then go through the panel epilogue (int8 rows'
+  // sums without the weight bias, int4 rows' with it: SumForm).
   static constexpr int kRowTokens = V::kLanes == 16 ? 4 : 2;
   template <int TM, int R>
   void rows_tile(const ActBlock& blk, int64_t t0, const int64_t* panel, int32_t* acc) const {
@@ -617,18 +628,8 @@ class SimdIntKernel final : public IntKernel {
           for (; t + kRowTokens <= rows; t += kRowTokens)
             rows_tile<kRowTokens>(shared, m, g0 + t, panel, acc + t * P * 16);
           for (; t < rows; ++t) rows_tile<1>(shared, m, g0 + t, panel, acc + t * P * 16);
-          for (int r = 0; r < rows; ++r) {
-            // int8 sums lack the weight bias, int4 sums carry it (rows_dot);
-            // int4_x16's epilogue divides by 16 (exact for these multiples).
-            const uint32_t offset = w_.int4 ? 0u
-                                            : static_cast<uint32_t>(w_.weight_bias) *
-                                                  static_cast<uint32_t>(shared.sum[static_cast<size_t>(g0 + r)]);
-            const int shift = mode_ == WeightMode::int4_x16 ? 4 : 0;
-            for (int i = 0; i < P * 16; ++i)
-              acc[r * P * 16 + i] =
-                  static_cast<int32_t>((static_cast<uint32_t>(acc[r * P * 16 + i]) + offset) << shift);
-          }
-          epilogue(acc, rows, g0, shared, g0, panel, y, mode_ == WeightMode::int4_x16);
+          // rows_dot: int8 sums lack the weight bias, int4 sums carry it.
+          epilogue(acc, rows, g0, shared, g0, panel, y, {w_.int4, false});
         }
       }
     });
@@ -735,7 +736,7 @@ class SimdIntKernel final : public IntKernel {
             for (int c = 0; c < P; c += 2, ++call)
               amx::gemm_32x32(amx::ATiles::tile_layout(a, stride), b[c], b[c + 1], chunks, acc + c * 16, P * 16,
                               amx::L2Ahead::share(next, next_bytes, calls, chunks, call));
-            epilogue(acc, mr, row0 + r0, blk, r0, panel, y, false);
+            epilogue(acc, mr, row0 + r0, blk, r0, panel, y, {true, false});  // tdpbsud on the u8 layout
           }
         }
       }

@@ -12,8 +12,36 @@
 namespace mixq::kernels::x86 {
 namespace {
 
+// One vector of int8 weights in the int8 panel layout (u8 = w + 128,
+// int_pack.hpp) and its exact 4-product dots with activation bytes x in
+// [-127, 127] (Q8row and Q4row never produce -128: |x| / (amax / 127)
+// rounds to at most 127):
+//  VNNI (V::kVnni): `vpdpbusd` on u8 and x: Σ (w + 128)·x, so the sums carry
+//    the weight bias, which the epilogue removes (weight_bias·Σx);
+//  without VNNI: `vpmaddubsw` on |w| and x·sign(w) (Avx2::abs8 / sign8;
+//    pair sums within ±2·128·127, no saturation): Σ w·x, no bias. 4
+//    instructions per dot where splitting u8 into nibbles took 9; the int8
+//    GEMM ran 1.9x faster on AMD Zen 2 (BENCHMARKS.md, "AVX2 on Zen 2").
+template <class V>
+struct BiasedInt8 {
+  using I = typename V::I;
+  static constexpr bool kSumsBiased = V::kVnni;
+  I u, s;  // the u8 operand (without VNNI |w|), and w, the sign source
+  __attribute__((always_inline)) static BiasedInt8 of(I u8) {
+    if constexpr (V::kVnni) return {u8, u8};
+    else {
+      const I w = V::xori(u8, V::set1b(static_cast<int8_t>(0x80)));
+      return {V::abs8(w), w};
+    }
+  }
+  __attribute__((always_inline)) I dot(I acc, I x) const {
+    if constexpr (V::kVnni) return V::dot4(acc, u, x);
+    else return V::dot4_small(acc, u, V::sign8(x, s));
+  }
+};
+
 // How the micro-kernel reads the weight panels (int_pack.hpp):
-//  int8:     one panel row is the u8 operand as is;
+//  int8:     one panel row is the u8 operand as is (BiasedInt8);
 //  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
 //            per 64 weight bytes;
 //  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
@@ -25,7 +53,8 @@ enum class WeightMode { int8, int4, int4_x16 };
 
 // acc[r][c] over kp (padded) k for MR tokens of one activation panel and
 // the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
-// out[r][P·16] (int32, offset not removed), added to what out holds with
+// out[r][P·16] (int32: int8 weights with the bias where BiasedInt8 keeps it,
+// int4 weights with theirs), added to what out holds with
 // `accumulate` (a later K chunk: int32 sums, so the chunks add exactly).
 // objdump (g++ 12): the k loops keep every accumulator in a register (loads,
 // broadcasts and dot products only).
@@ -51,22 +80,22 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, b
     }
   };
   // Every row's 4 activation bytes at ak against the weight vectors w.
-  auto rows = [&](const int8_t* ak, const I* w) {
+  auto rows = [&](const int8_t* ak, const auto* w) __attribute__((always_inline)) {
     MIXQ_UNROLL
     for (int r = 0; r < MR; ++r) {
       const I x = V::bcast4(ak + 4 * r);
       MIXQ_UNROLL
       for (int v = 0; v < NV; ++v) {
-        if constexpr (Mode == WeightMode::int8) c[r][v] = V::dot4(c[r][v], w[v], x);
+        if constexpr (Mode == WeightMode::int8) c[r][v] = w[v].dot(c[r][v], x);
         else c[r][v] = V::dot4_small(c[r][v], w[v], x);
       }
     }
   };
   if constexpr (Mode == WeightMode::int8) {
     for (int64_t kk = 0; kk < kp / 4; ++kk) {
-      I w[NV];
+      BiasedInt8<V> w[NV];
       MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = load(v, kk * 64);
+      for (int v = 0; v < NV; ++v) w[v] = BiasedInt8<V>::of(load(v, kk * 64));
       prefetch(kk * 64);
       rows(a + kk * kMr * 4, w);
     }

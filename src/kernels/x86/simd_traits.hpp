@@ -50,6 +50,7 @@ struct Avx2 {
   using I = __m256i;
   using M = __m256i;  // lane mask: all ones in valid lanes
   static constexpr int kLanes = 8;
+  static constexpr bool kVnni = false;  // no `vpdpbusd`: dot4 (exact for any u8 · s8) exists only with VNNI
 
   // ---- masks and memory ----
   static M mask(int64_t count) {  // the first `count` lanes (all for >= 8, none for <= 0)
@@ -191,16 +192,6 @@ struct Avx2 {
   // 0..24 × -12..12) and one vpmaddwd widens at the end: 9 instructions per
   // block instead of 12. The empty asm keeps g++ from reassociating the i16
   // sums into a tree, which kept more products live.
-  // acc + Σ_4 u8·s8 per lane for any u8 (int8 weights + 128): vpmaddubsw
-  // would saturate, so each nibble's products are summed separately and
-  // recombined in int32 as lo + 16·hi, which is exact.
-  static I dot4(I acc, I u8, I s8) {
-    const __m256i m = _mm256_set1_epi8(0x0F);
-    const __m256i lo = _mm256_maddubs_epi16(_mm256_and_si256(u8, m), s8);
-    const __m256i hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(u8, 4), m), s8);
-    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_set1_epi16(1)),
-                                                  _mm256_madd_epi16(hi, _mm256_set1_epi16(16))));
-  }
   static I dot_begin(int32_t) { return _mm256_setzero_si256(); }
   static I dot_step(I d, I u8, I s8) {
     d = _mm256_add_epi16(d, _mm256_maddubs_epi16(u8, s8));
@@ -231,6 +222,7 @@ struct Avx2 {
 // AVX2 with AVX-VNNI: the int8 dot products are one `vpdpbusd ymm`. Only in
 // *.avxvnni.cpp files.
 struct Avx2Vnni : Avx2 {
+  static constexpr bool kVnni = true;
   static I dot4_small(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
   static I dot4(I acc, I u8, I s8) { return _mm256_dpbusd_avx_epi32(acc, u8, s8); }
   static I dot_begin(int32_t c) { return _mm256_set1_epi32(c); }
@@ -253,6 +245,7 @@ struct Avx512 {
   using I = __m512i;
   using M = __mmask16;
   static constexpr int kLanes = 16;
+  static constexpr bool kVnni = true;
 
   // ---- masks and memory ----
   static M mask(int64_t count) {  // the first `count` lanes (all for >= 16, none for <= 0)
