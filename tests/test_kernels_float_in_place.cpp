@@ -126,11 +126,13 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
 // N, the row after an odd K) is 0. Shapes cover whole 16x16 blocks, a k
 // tail, odd K, and a partial last panel. Also
 // the NaN column list, with NaN codes inside a block and in the k tail. The
-// AVX-512 packer (64 k per zmm transpose) must give the same bytes and NaN
-// rows for every chunk, K from 130 covering whole 64-k blocks and their tail.
+// AVX-512 packer (64 k per zmm transpose) and the AVX2 one (32 k per ymm
+// transpose) must give the same bytes and NaN rows for every chunk, K from
+// 48 / 130 covering whole blocks and their tail.
 TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
   using T = x86::PanelType;
   const bool zmm = testing::kernel_path("float_gemm:pack_avx512", kernels::Isa::avx512);
+  const bool ymm = testing::kernel_path("float_gemm:pack_avx2", kernels::Isa::avx2);
   for (int64_t n : {16, 37, 64})
     for (int64_t k : {16, 48, 41, 7, 130, 256}) {
       std::vector<uint8_t> w(static_cast<size_t>(n * k));
@@ -157,25 +159,27 @@ TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
       const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k);
       EXPECT_TRUE(in_place.data.empty());
       EXPECT_TRUE(in_place.nan_columns.empty());
-      for (bool avx512 : {false, true})
-        for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{70}, k}) {
-          if (avx512 && !zmm) continue;
+      using Packer = uint32_t (*)(const x86::FloatPanels&, int64_t, int64_t, int64_t, uint8_t*);
+      const std::pair<const char*, Packer> packers[] = {
+          {"sse2", x86::pack_panel_steps}, {"avx2", x86::pack_panel_steps_avx2}, {"avx512", x86::pack_panel_steps_avx512}};
+      for (const auto& [packer, pack] : packers)
+        for (int64_t chunk : {int64_t{1}, int64_t{5}, int64_t{32}, int64_t{40}, int64_t{64}, int64_t{70}, k}) {
+          if ((packer == std::string("avx512") && !zmm) || (packer == std::string("avx2") && !ymm)) continue;
           std::vector<int64_t> found;
           for (int64_t panel = 0; panel < p.panels; ++panel)
             for (int64_t s0 = 0; s0 < k; s0 += chunk) {
               const int64_t s1 = std::min(k, s0 + chunk);
               std::vector<uint8_t> got(static_cast<size_t>((s1 - s0) * row), 0xAA);
               // Asked past K, only rows below K are written.
-              const uint32_t nan = (avx512 ? x86::pack_panel_steps_avx512 : x86::pack_panel_steps)(
-                  in_place, panel, s0, s1 == k ? k + 1 : s1, got.data());
+              const uint32_t nan = pack(in_place, panel, s0, s1 == k ? k + 1 : s1, got.data());
               for (int64_t j = 0; j < 16; ++j)
                 if (nan >> j & 1u) found.push_back(panel * 16 + j);
               ASSERT_EQ(std::memcmp(got.data(), want.data() + (panel * p.steps + s0) * row, got.size()), 0)
-                  << "in place, avx512 " << avx512 << ": n=" << n << " k=" << k
+                  << "in place, " << packer << ": n=" << n << " k=" << k
                   << " panel " << panel << " steps " << s0 << ".." << s1;
             }
           std::sort(found.begin(), found.end());  // found chunk by chunk, in k order
-          EXPECT_EQ(found, nan_rows) << "in place, avx512 " << avx512 << ", chunks of " << chunk << ": n=" << n
+          EXPECT_EQ(found, nan_rows) << "in place, " << packer << ", chunks of " << chunk << ": n=" << n
                                      << " k=" << k;
         }
     }

@@ -35,7 +35,10 @@ std::vector<FloatTuning> float_tunings_avx2() {
           {"in place, M=1 tile of 2 panels", true, run<OneRowTile<Base, 2>>},
           {"in place, M=1 tile of 3 panels", true, run<OneRowTile<Base, 3>>},
           {"in place, K chunk 128 steps", true, run<StepChunk<Base, 128>>},
-          {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>}};
+          {"in place, K chunk 512 steps", true, run<StepChunk<Base, 512>>},
+          {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
+          {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
+          {"in place, pack prefetch 4 chunks ahead", true, run<PackAhead<Base, 4>>}};
 }
 
 }  // namespace mixq::bench

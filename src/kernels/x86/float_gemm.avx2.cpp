@@ -11,6 +11,10 @@ void float_gemm_avx2(const float* a, int64_t lda, int64_t m, const FloatPanels& 
   gemm<Avx2, Core::fma>(a, lda, m, w, alpha, bias, y);
 }
 
+uint32_t pack_panel_steps_avx2(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
+  return pack_panel_steps_ymm(w, panel, s0, s1, dst);
+}
+
 void prepare_f32_avx2(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep prep, float inv_scale,
                       float* out) {
   prepare_f32<Avx2>(x, m, k, cols, prep, inv_scale, out);

@@ -96,8 +96,10 @@ FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_byt
 // codes there hold a NaN.
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 // The same bytes and NaN rows, packed 64 k at a time in zmm registers
-// (float_pack_avx512.hpp; what the AVX-512 and AMX cores call).
+// (float_pack_simd.hpp; what the AVX-512 and AMX cores call), or 32 k in ymm
+// registers (what the AVX2 core calls).
 uint32_t pack_panel_steps_avx512(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
+uint32_t pack_panel_steps_avx2(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 
 // FMA cores: a is f32 [m, lda] (lda >= w.k). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products

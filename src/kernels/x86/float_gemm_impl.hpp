@@ -40,7 +40,7 @@
 
 #include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "kernels/x86/float_pack_avx512.hpp"
+#include "kernels/x86/float_pack_simd.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 #include "util/parallel.hpp"

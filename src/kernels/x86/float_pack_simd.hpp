@@ -1,7 +1,8 @@
 #pragma once
 // pack_panel_steps (float_gemm.hpp) for FP8 panels read in place, 64 k at a
-// time in zmm registers: the same bytes and NaN rows as the SSE2 version,
-// which stays the fallback (a partial last panel, the k tail under 64).
+// time in zmm registers (AVX-512) or 32 k in ymm registers (AVX2): the same
+// bytes and NaN rows as the SSE2 version, which stays the fallback (a partial
+// last panel, the k tail under 64 / 32).
 //
 // Why: at M = 1 every call packs every weight byte once, and the SSE2 16x16
 // byte transpose plus a per-row NaN test cost about as much as the FMAs on
@@ -87,12 +88,64 @@ inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_
 #pragma GCC diagnostic pop
 #endif  // __AVX512BW__
 
+#if defined(__AVX2__)
+// The ymm version of transpose_16x64: 16 rows of 32 codes as 32 panel rows
+// (two 16x16 blocks, one per 128-bit lane). With 16 ymm registers the
+// rounds spill to the stack, which still beats the SSE2 transpose with its
+// per-row NaN test (BENCHMARKS.md, "AVX2 on Zen 2").
+inline __m256i transpose_16x32(const uint8_t* src, int64_t stride, uint8_t* dst, __m256i seen) {
+  __m256i x[16];
+  for (int r = 0; r < 16; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride));
+  for (int round = 0; round < 4; ++round) {  // lane L of x[s]: step 16·L + s
+    __m256i y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm256_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm256_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+  const __m256i low7 = _mm256_set1_epi8(0x7F);
+  for (int s = 0; s < 16; s += 2) {
+    const __m256i first = _mm256_permute2x128_si256(x[s], x[s + 1], 0x20);   // steps s, s + 1
+    const __m256i second = _mm256_permute2x128_si256(x[s], x[s + 1], 0x31);  // steps 16 + s, 17 + s
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + s * 16), first);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (16 + s) * 16), second);
+    seen = _mm256_max_epu8(seen, _mm256_max_epu8(_mm256_and_si256(first, low7), _mm256_and_si256(second, low7)));
+  }
+  return seen;
+}
+
+// pack_panel_steps_zmm's ymm version (32 steps per block).
+inline uint32_t pack_panel_steps_ymm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
+                                     int64_t ahead = 1) {
+  const int64_t stride = w.rows_stride;
+  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
+  if (panel * 16 + 16 > w.n || s1 - s0 < 32) return pack_panel_steps(w, panel, s0, s1, dst);
+  const uint8_t* src = w.rows + panel * 16 * stride;
+  for (int64_t j = 0; j < 16; ++j)
+    for (int64_t c = s1; c < s1 + ahead * (s1 - s0) && c < w.k; c += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
+  __m256i seen = _mm256_setzero_si256();
+  int64_t s = s0;
+  for (; s + 32 <= s1; s += 32) seen = transpose_16x32(src + s, stride, dst + (s - s0) * 16, seen);
+  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
+  if (w.type != PanelType::e5m2) {  // E4M3 codes (e4m3, mxfp8) can be NaN
+    const __m128i column = _mm_max_epu8(_mm256_castsi256_si128(seen), _mm256_extracti128_si256(seen, 1));
+    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(column, _mm_set1_epi8(0x7F))));
+  }
+  return nan_rows;
+}
+#endif  // __AVX2__
+
 // pack_panel_steps on the target's widest packer.
 template <class V>
 inline uint32_t pack_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
                            int64_t ahead) {
 #if defined(__AVX512BW__)
   if constexpr (V::kLanes == 16) return pack_panel_steps_zmm(w, panel, s0, s1, dst, ahead);
+#endif
+#if defined(__AVX2__)
+  if constexpr (V::kLanes == 8) return pack_panel_steps_ymm(w, panel, s0, s1, dst, ahead);
 #endif
   return pack_panel_steps(w, panel, s0, s1, dst);
 }
