@@ -43,7 +43,8 @@ struct BiasedInt8 {
 // How the micro-kernel reads the weight panels (int_pack.hpp):
 //  int8:     one panel row is the u8 operand as is (BiasedInt8);
 //  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
-//            per 64 weight bytes;
+//            per 64 weight bytes (without VNNI both against their
+//            activations at once, Avx2::dot8_small);
 //  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
 //            nibbles in place (v & 0xF0 = 16·high) against plain activations:
 //            2 ops, and every product carries the factor 16, which the
