@@ -91,20 +91,24 @@ __attribute__((target("avx512f"))) void fma_loop(long iters) {
      " %%ymm12, %%ymm13, %%ymm8\n\t" op " %%ymm12, %%ymm13, %%ymm9\n\t" op                    \
      " %%ymm12, %%ymm13, %%ymm10\n\t" op " %%ymm12, %%ymm13, %%ymm11\n\t"
 
+// ymm1..ymm11 = ymm0 (which the loop has zeroed): the 12 accumulators.
+#define MIXQ_ZERO_ACCUMULATORS_Y                                                               \
+  "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\t"                \
+  "vmovdqa %%ymm0, %%ymm4\n\tvmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\t"                \
+  "vmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\tvmovdqa %%ymm0, %%ymm9\n\t"                \
+  "vmovdqa %%ymm0, %%ymm10\n\tvmovdqa %%ymm0, %%ymm11\n\t"
+
+// The 12-accumulator ymm loop of `op` (ymm12, ymm13 the zeroed operands).
+#define MIXQ_LOOP_12Y(op)                                                                       \
+  asm volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n\tvpxor %%ymm12, %%ymm12, %%ymm12\n\t"                \
+               "vpxor %%ymm13, %%ymm13, %%ymm13\n\t" MIXQ_ZERO_ACCUMULATORS_Y                       \
+               "1:\n\t" MIXQ_12Y(op) "dec %0\n\tjnz 1b\n\tvzeroupper\n\t"                         \
+               : "+r"(iters)                                                                    \
+               :                                                                                \
+               : MIXQ_CLOBBER_ZMM, "cc")
+
 __attribute__((target("avx2,fma"))) void fma_loop_ymm(long iters) {
-  asm volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
-      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\t"
-      "vmovdqa %%ymm0, %%ymm4\n\tvmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\t"
-      "vmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\tvmovdqa %%ymm0, %%ymm9\n\t"
-      "vmovdqa %%ymm0, %%ymm10\n\tvmovdqa %%ymm0, %%ymm11\n\t"
-      "1:\n\t" MIXQ_12Y("vfmadd231ps") "dec %0\n\tjnz 1b\n\t"
-      "vzeroupper\n\t"
-      : "+r"(iters)
-      :
-      : MIXQ_CLOBBER_ZMM, "cc");
+  MIXQ_LOOP_12Y("vfmadd231ps");
 }
 
 // The int8 dot without VNNI, as oneDNN's AVX2 kernels and ours run it: u8·s8
@@ -135,19 +139,7 @@ __attribute__((target("avx2"))) void int8_dot_loop_ymm(long iters) {
 // `vpdpbusd ymm` (AVX-VNNI, VEX-encoded; `%{`, `%}` are braces in asm): the
 // same 12-accumulator loop.
 __attribute__((target("avx2,avxvnni"))) void vnni_loop_ymm(long iters) {
-  asm volatile(
-      "vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
-      "vpxor %%ymm12, %%ymm12, %%ymm12\n\t"
-      "vpxor %%ymm13, %%ymm13, %%ymm13\n\t"
-      "vmovdqa %%ymm0, %%ymm1\n\tvmovdqa %%ymm0, %%ymm2\n\tvmovdqa %%ymm0, %%ymm3\n\t"
-      "vmovdqa %%ymm0, %%ymm4\n\tvmovdqa %%ymm0, %%ymm5\n\tvmovdqa %%ymm0, %%ymm6\n\t"
-      "vmovdqa %%ymm0, %%ymm7\n\tvmovdqa %%ymm0, %%ymm8\n\tvmovdqa %%ymm0, %%ymm9\n\t"
-      "vmovdqa %%ymm0, %%ymm10\n\tvmovdqa %%ymm0, %%ymm11\n\t"
-      "1:\n\t" MIXQ_12Y("%{vex%} vpdpbusd") "dec %0\n\tjnz 1b\n\t"
-      "vzeroupper\n\t"
-      : "+r"(iters)
-      :
-      : MIXQ_CLOBBER_ZMM, "cc");
+  MIXQ_LOOP_12Y("%{vex%} vpdpbusd");
 }
 
 // Runs loop(iters) on every pool thread at once, `reps` times; returns the

@@ -23,6 +23,32 @@
 namespace mixq::kernels::x86 {
 namespace {
 
+// pack_panel_steps over whole blocks of Block steps, each transposed by
+// `transpose(src, stride, dst, seen)`, which keeps in `seen` the byte-wise
+// max of the codes' low 7 bits per column; `columns(seen)` folds that to 16
+// bytes, one per column (0x7F exactly where an E4M3 NaN is). The k tail
+// and a partial last panel go to the SSE2 version. `ahead`: how many K
+// chunks of the same size past s1 to ask for (0: none).
+template <int64_t Block, class Seen, class Transpose, class Columns>
+inline uint32_t pack_panel_blocks(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
+                                  int64_t ahead, Seen seen, Transpose transpose, Columns columns) {
+  const int64_t stride = w.rows_stride;
+  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
+  if (panel * 16 + 16 > w.n || s1 - s0 < Block) return pack_panel_steps(w, panel, s0, s1, dst);
+  const uint8_t* src = w.rows + panel * 16 * stride;
+  // The GEMM asks for a panel's K chunks in order: fetch the next one(s) of
+  // each row (16 scattered row pieces the hardware prefetchers miss).
+  for (int64_t j = 0; j < 16; ++j)
+    for (int64_t c = s1; c < s1 + ahead * (s1 - s0) && c < w.k; c += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
+  int64_t s = s0;
+  for (; s + Block <= s1; s += Block) seen = transpose(src + s, stride, dst + (s - s0) * 16, seen);
+  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
+  if (w.type != PanelType::e5m2)  // E4M3 codes (e4m3, mxfp8) can be NaN
+    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(columns(seen), _mm_set1_epi8(0x7F))));
+  return nan_rows;
+}
+
 #if defined(__AVX512BW__)
 #pragma GCC diagnostic push  // g++ 12 warns inside its own zmm cast / extract intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -62,28 +88,12 @@ inline __m512i transpose_16x64(const uint8_t* src, int64_t stride, uint8_t* dst,
   return seen;
 }
 
-// `ahead`: how many K chunks of the same size past s1 to ask for (0: none).
 inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
                                      int64_t ahead = 1) {
-  const int64_t stride = w.rows_stride;
-  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
-  if (panel * 16 + 16 > w.n || s1 - s0 < 64) return pack_panel_steps(w, panel, s0, s1, dst);
-  const uint8_t* src = w.rows + panel * 16 * stride;
-  // The GEMM asks for a panel's K chunks in order: fetch the next one(s) of
-  // each row (16 scattered row pieces the hardware prefetchers miss).
-  for (int64_t j = 0; j < 16; ++j)
-    for (int64_t c = s1; c < s1 + ahead * (s1 - s0) && c < w.k; c += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
-  __m512i seen = _mm512_setzero_si512();
-  int64_t s = s0;
-  for (; s + 64 <= s1; s += 64) seen = transpose_16x64(src + s, stride, dst + (s - s0) * 16, seen);
-  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
-  if (w.type != PanelType::e5m2) {  // E4M3 codes (e4m3, mxfp8) can be NaN
+  return pack_panel_blocks<64>(w, panel, s0, s1, dst, ahead, _mm512_setzero_si512(), transpose_16x64, [](__m512i seen) {
     const __m256i half = _mm256_max_epu8(_mm512_castsi512_si256(seen), _mm512_extracti64x4_epi64(seen, 1));
-    const __m128i column = _mm_max_epu8(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
-    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(column, _mm_set1_epi8(0x7F))));
-  }
-  return nan_rows;
+    return _mm_max_epu8(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+  });
 }
 #pragma GCC diagnostic pop
 #endif  // __AVX512BW__
@@ -115,25 +125,11 @@ inline __m256i transpose_16x32(const uint8_t* src, int64_t stride, uint8_t* dst,
   return seen;
 }
 
-// pack_panel_steps_zmm's ymm version (32 steps per block).
 inline uint32_t pack_panel_steps_ymm(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst,
                                      int64_t ahead = 1) {
-  const int64_t stride = w.rows_stride;
-  s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
-  if (panel * 16 + 16 > w.n || s1 - s0 < 32) return pack_panel_steps(w, panel, s0, s1, dst);
-  const uint8_t* src = w.rows + panel * 16 * stride;
-  for (int64_t j = 0; j < 16; ++j)
-    for (int64_t c = s1; c < s1 + ahead * (s1 - s0) && c < w.k; c += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
-  __m256i seen = _mm256_setzero_si256();
-  int64_t s = s0;
-  for (; s + 32 <= s1; s += 32) seen = transpose_16x32(src + s, stride, dst + (s - s0) * 16, seen);
-  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
-  if (w.type != PanelType::e5m2) {  // E4M3 codes (e4m3, mxfp8) can be NaN
-    const __m128i column = _mm_max_epu8(_mm256_castsi256_si128(seen), _mm256_extracti128_si256(seen, 1));
-    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(column, _mm_set1_epi8(0x7F))));
-  }
-  return nan_rows;
+  return pack_panel_blocks<32>(w, panel, s0, s1, dst, ahead, _mm256_setzero_si256(), transpose_16x32, [](__m256i seen) {
+    return _mm_max_epu8(_mm256_castsi256_si128(seen), _mm256_extracti128_si256(seen, 1));
+  });
 }
 #endif  // __AVX2__
 
