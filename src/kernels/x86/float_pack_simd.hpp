@@ -102,7 +102,7 @@ inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_
 // The ymm version of transpose_16x64: 16 rows of 32 codes as 32 panel rows
 // (two 16x16 blocks, one per 128-bit lane). With 16 ymm registers the
 // rounds spill to the stack, which still beats the SSE2 transpose with its
-// per-row NaN test (BENCHMARKS.md, "AVX2 on Zen 2").
+// per-row NaN test (BENCHMARKS.md, "Issue 14 on AVX2").
 inline __m256i transpose_16x32(const uint8_t* src, int64_t stride, uint8_t* dst, __m256i seen) {
   __m256i x[16];
   for (int r = 0; r < 16; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride));

@@ -21,7 +21,7 @@ namespace {
 //  without VNNI: `vpmaddubsw` on |w| and x·sign(w) (Avx2::abs8 / sign8;
 //    pair sums within ±2·128·127, no saturation): Σ w·x, no bias. 4
 //    instructions per dot where splitting u8 into nibbles took 9; the int8
-//    GEMM ran 1.9x faster on AMD Zen 2 (BENCHMARKS.md, "AVX2 on Zen 2").
+//    GEMM ran 1.9x faster on AMD Zen 2 (BENCHMARKS.md, "Issue 14 on AVX2").
 template <class V>
 struct BiasedInt8 {
   using I = typename V::I;
