@@ -49,6 +49,22 @@ inline uint32_t pack_panel_blocks(const FloatPanels& w, int64_t panel, int64_t s
   return nan_rows;
 }
 
+// Four rounds of "2i, 2i+1 = low / high byte interleave of i, i+8" over 16
+// vectors: within each 128-bit lane L a 16x16 byte transpose, so lane L of
+// x[s] is step 16·L + s (the SSE2 transpose_bytes_16x16, one block per lane).
+// `lo` / `hi`: the target's unpacklo / unpackhi of bytes.
+template <class I, class Lo, class Hi>
+inline void transpose_lanes_16x16(I (&x)[16], Lo lo, Hi hi) {
+  for (int round = 0; round < 4; ++round) {
+    I y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = lo(x[i], x[i + 8]);
+      y[2 * i + 1] = hi(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+}
+
 #if defined(__AVX512BW__)
 #pragma GCC diagnostic push  // g++ 12 warns inside its own zmm cast / extract intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -59,17 +75,9 @@ inline uint32_t pack_panel_blocks(const FloatPanels& w, int64_t panel, int64_t s
 inline __m512i transpose_16x64(const uint8_t* src, int64_t stride, uint8_t* dst, __m512i seen) {
   __m512i x[16];
   for (int r = 0; r < 16; ++r) x[r] = _mm512_loadu_si512(src + r * stride);
-  // Four rounds of "2i, 2i+1 = low / high byte interleave of i, i+8": within
-  // each 128-bit lane L a 16x16 byte transpose, so lane L of x[s] is step
-  // 16·L + s (the SSE2 transpose_bytes_16x16, four blocks at once).
-  for (int round = 0; round < 4; ++round) {
-    __m512i y[16];
-    for (int i = 0; i < 8; ++i) {
-      y[2 * i] = _mm512_unpacklo_epi8(x[i], x[i + 8]);
-      y[2 * i + 1] = _mm512_unpackhi_epi8(x[i], x[i + 8]);
-    }
-    for (int i = 0; i < 16; ++i) x[i] = y[i];
-  }
+  transpose_lanes_16x16(  // four 16x16 blocks at once
+      x, [](__m512i a, __m512i b) { return _mm512_unpacklo_epi8(a, b); },
+      [](__m512i a, __m512i b) { return _mm512_unpackhi_epi8(a, b); });
   const __m512i low7 = _mm512_set1_epi8(0x7F);
   for (int q = 0; q < 4; ++q) {
     // Lanes L of x[4q .. 4q+3] are steps 16·L + 4q .. +3: one 64-byte row
@@ -106,14 +114,9 @@ inline uint32_t pack_panel_steps_zmm(const FloatPanels& w, int64_t panel, int64_
 inline __m256i transpose_16x32(const uint8_t* src, int64_t stride, uint8_t* dst, __m256i seen) {
   __m256i x[16];
   for (int r = 0; r < 16; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride));
-  for (int round = 0; round < 4; ++round) {  // lane L of x[s]: step 16·L + s
-    __m256i y[16];
-    for (int i = 0; i < 8; ++i) {
-      y[2 * i] = _mm256_unpacklo_epi8(x[i], x[i + 8]);
-      y[2 * i + 1] = _mm256_unpackhi_epi8(x[i], x[i + 8]);
-    }
-    for (int i = 0; i < 16; ++i) x[i] = y[i];
-  }
+  transpose_lanes_16x16(  // two 16x16 blocks at once
+      x, [](__m256i a, __m256i b) { return _mm256_unpacklo_epi8(a, b); },
+      [](__m256i a, __m256i b) { return _mm256_unpackhi_epi8(a, b); });
   const __m256i low7 = _mm256_set1_epi8(0x7F);
   for (int s = 0; s < 16; s += 2) {
     const __m256i first = _mm256_permute2x128_si256(x[s], x[s + 1], 0x20);   // steps s, s + 1
