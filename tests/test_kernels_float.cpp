@@ -215,7 +215,8 @@ TEST_P(FloatKernels, DotCoreReadsAnOddKInPlaceAsPacked) {
 // With products exact in f32 -- FP8 activations against FP8 weights, or bf16
 // x against bf16 weights -- that is the reference's `acc += a·w` bit for bit:
 // zero tolerance, whatever the panel type decodes from. Shapes cross the K
-// chunk (600 > 2·256), odd K, N and M remainders.
+// chunk (600 > 2·256 on AVX-512, 1031 > 1024 on AVX2), odd K, N and M
+// remainders.
 TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
   if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps); covered by the bound above";
   struct Shape { int64_t n, k; };

@@ -243,7 +243,11 @@ struct FloatTile<8> {
   static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : 1; }
   static constexpr bool tile_ok(int mr) { return mr != 5; }
   static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
-  static constexpr int64_t kStepChunk = 256;
+  // 1.10-1.14x faster than 256 steps at M = 64 to 4096 on Zen 2 (each tile's
+  // partial sums in y pass and its setup run 4x less often; the 64 KiB
+  // panel chunk is read from L2): BENCHMARKS.md, "Issue 14 on AVX2: AMD EPYC
+  // Zen 2, seventh session".
+  static constexpr int64_t kStepChunk = 1024;
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
@@ -637,7 +641,7 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
       row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
       continue;
     }
-    thread_local std::vector<float> decoded;  // J · step_chunk() rows of 64 B: 48 / 96 KiB (AVX-512), 16 KiB (AVX2)
+    thread_local std::vector<float> decoded;  // J · step_chunk() rows of 64 B: 48 / 96 KiB (AVX-512), 64 KiB (AVX2)
     const auto need = static_cast<size_t>(J * (s1 - s0) * 16);  // the K chunk may be longer (kFewRowsStepChunk)
     if (decoded.size() < need + 16) decoded.resize(need + 16);
     // 64-byte aligned: each decoded row one cache line (split loads cost).
