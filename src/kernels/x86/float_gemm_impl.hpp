@@ -378,8 +378,8 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   typename V::M mask[NV];
   MIXQ_UNROLL
   for (int h = 0; h < NV; ++h) mask[h] = V::mask(n - p * 16 - h * L);
-  // Masked loads and stores only at the last panel: AVX2's vmaskmovps store
-  // is microcoded on AMD (tens of cycles; 1.1x at M = 4096 on Zen 2).
+  // Masked loads (and stores: store_first) only at the last panel: AVX2's
+  // vmaskmovps store is microcoded on AMD (1.1x at M = 4096 on Zen 2).
   const bool whole = (p + J) * 16 <= n;
   MIXQ_UNROLL
   for (int i = 0; i < MR; ++i)
@@ -516,10 +516,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         out = rounded(V::mul(out, alpha));
         if (job.bias) out = V::add(out, bias);
       }
-      if (whole)
-        V::store(job.y + (m0 + i) * n + n0, out);
-      else
-        V::store(job.y + (m0 + i) * n + n0, mask[h], out);
+      V::store_first(job.y + (m0 + i) * n + n0, n - n0, out);
     }
   }
 }

@@ -106,7 +106,7 @@ void prepare_f32(const float* x, int64_t m, int64_t k, int64_t cols, ActPrep pre
             for (int q = 0; q < Q; ++q) v[q] = FloatIo<V>::bf16_value(v[q]);
         }
         MIXQ_UNROLL
-        for (int q = 0; q < Q; ++q) V::store(dst + k0 + q * L, V::mask(cols - k0 - q * L), v[q]);
+        for (int q = 0; q < Q; ++q) V::store_first(dst + k0 + q * L, cols - k0 - q * L, v[q]);
       }
     }
   });

@@ -303,7 +303,7 @@ void micro(const Nvfp4Job& job, int64_t m0, const uint8_t* const* src, int64_t p
     for (int i = 0; i < MR; ++i) {
       F out = rounded(V::mul(V::mul(acc[i][u], quarter), alpha));
       if (job.bias) out = V::add(out, bias);
-      V::store(job.y + (m0 + i) * job.n + n0, mask, out);
+      V::store_first(job.y + (m0 + i) * job.n + n0, job.n - n0, out);
     }
   }
 }

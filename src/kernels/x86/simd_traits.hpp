@@ -136,8 +136,8 @@ struct Avx2 {
   static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
   template <int N>
   static I srai(I v) { return _mm256_srai_epi32(v, N); }
-  // Stores the first `count` (>= 1) lanes; a plain store when all are valid
-  // (vmaskmovps stores are slow on some cores).
+  // Stores the first `count` lanes (none for <= 0); a plain store when all
+  // are valid (vmaskmovps stores are microcoded on AMD cores).
   static void store_first(float* p, int64_t count, F v) {
     if (count >= 8) _mm256_storeu_ps(p, v);
     else _mm256_maskstore_ps(p, mask(count), v);

@@ -139,7 +139,7 @@ void finish_width(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, i
     for (int r = 0; r < R; ++r) {
       F v = V::add(out[r][u], low[r]);
       if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
-      V::store(y + (m0 + r) * pk.n + col, mask, v);
+      V::store_first(y + (m0 + r) * pk.n + col, pk.n - col, v);
     }
   }
 }
