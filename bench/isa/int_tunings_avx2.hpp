@@ -16,11 +16,14 @@ using Base = IntTile<8>;
 struct Block128K : Base {
   static constexpr int64_t kActBlockBytes = 128 * 1024;
 };
+struct Block256K : Base {
+  static constexpr int64_t kActBlockBytes = 256 * 1024;
+};
 struct Block512K : Base {
   static constexpr int64_t kActBlockBytes = 512 * 1024;
 };
-struct Block1M : Base {
-  static constexpr int64_t kActBlockBytes = 1024 * 1024;
+struct Block2M : Base {
+  static constexpr int64_t kActBlockBytes = 2048 * 1024;
 };
 struct NoPrefetch : Base {
   static constexpr int64_t kStreamPrefetchBytes = 0;
@@ -62,10 +65,11 @@ std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
 
 template <class V>
 std::vector<bench::IntTuning> avx2_int_tunings() {
-  return {{"default (activation block 256 KiB, prefetch 1 KiB)", make<V, Base>},
+  return {{"default (activation block 1 MiB, prefetch 1 KiB)", make<V, Base>},
           {"activation block 128 KiB", make<V, Block128K>},
+          {"activation block 256 KiB (before)", make<V, Block256K>},
           {"activation block 512 KiB", make<V, Block512K>},
-          {"activation block 1 MiB", make<V, Block1M>},
+          {"activation block 2 MiB", make<V, Block2M>},
           {"no small-M prefetch (the default before)", make<V, NoPrefetch>},
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},

@@ -68,8 +68,10 @@ namespace {
 //    stays in L2 next to one weight tile while every tile streams over it, so
 //    a tile fetched from L3 is reused by as many 6-token panels as possible.
 //    AVX-512: 768 KiB measured best among 384 / 768 / 1200 KiB at M = 4096,
-//    K = N = 3072 (bench_linear_int); AVX2: 256 KiB (128 KiB - 1 MiB were
-//    within 4 % of it there, bench_int_tunings).
+//    K = N = 3072 (bench_linear_int); AVX2: 1 MiB (Zen 2, against 256 KiB:
+//    INT8 1.01-1.11x, 1.11x at K = 12288 where 256 KiB holds 21 rows;
+//    ConvRot W4A4 1.01-1.02x; bench_int_tunings --m 4096, BENCHMARKS.md
+//    "Issue 14 on AVX2: AMD EPYC Zen 2, seventh session").
 //  kStreamPrefetchBytes: small M (weights from DRAM) prefetches each of the P
 //    weight streams this far ahead; 0 = none. On AVX-512 the hardware
 //    prefetchers alone left the M = 1 loops well below the read bandwidth (1
@@ -148,7 +150,7 @@ struct IntTile<16> {
 template <>
 struct IntTile<8> {
   static constexpr int kTilePanels = 1;
-  static constexpr int64_t kActBlockBytes = 256 * 1024;
+  static constexpr int64_t kActBlockBytes = 1024 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 1024;
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
