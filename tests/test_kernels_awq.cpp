@@ -82,9 +82,10 @@ kernels::FloatSource at_width(std::vector<float>& values, std::vector<uint16_t>&
 // scale at `width`, zeros at `zeros_width` (packed both at f32 when they differ).
 void check_kernel(KernelFn fn, kernels::FloatWidth width, kernels::FloatWidth zeros_width) {
   // n: partial panels (13, 17, 40), several 4-panel tiles + remainder (100,
-  // 300); group 2 (one k pair per group) to 128.
+  // 300); group 2 (one k pair per group) to 128; K = 1152 crosses AVX2's
+  // 1024-step K chunk of the decoded large-M path inside a group of 96.
   for (auto [n, k, g] : {std::tuple<int64_t, int64_t, int64_t>{40, 192, 64}, {17, 96, 32}, {64, 128, 128},
-                         {13, 64, 64}, {100, 256, 2}, {300, 512, 64}}) {
+                         {13, 64, 64}, {100, 256, 2}, {300, 512, 64}, {37, 1152, 96}}) {
     for (bool bias : {false, true}) {
       AwqCase c = make_case(n, k, g, bias, static_cast<uint32_t>(n * 31 + k + g));
       std::vector<uint16_t> scale16, zeros16;

@@ -40,8 +40,11 @@ struct ParamsAhead1 : Base {
 struct ParamsAhead4 : Base {
   static constexpr int64_t kParamGroupsAhead = 4;
 };
-struct Chunk64 : Base {
-  static constexpr int64_t kChunk = 64;
+// Large M as before awq_decoded: 4 × 1 register tiles decoding in registers,
+// rows in chunks of 32 (one chunk per thread at a time).
+struct TilesLargeM : Base {
+  static constexpr bool kDecodeLargeM = false;
+  static constexpr int64_t kChunk = 32, kChunkPanels = 1;
 };
 
 template <class T>
@@ -67,7 +70,7 @@ std::vector<AwqTuning> awq_tunings_avx2() {
           {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
           {"scale/zero 1 group ahead", run<ParamsAhead1>},
           {"scale/zero 4 groups ahead", run<ParamsAhead4>},
-          {"large-M row chunk 64", run<Chunk64>}};
+          {"large M: register tiles, 32-row chunks (before)", run<TilesLargeM>}};
 }
 
 }  // namespace mixq::bench

@@ -21,7 +21,8 @@
 // (those rows are N·4 bytes apart: the hardware prefetchers do not follow
 // them, and every FMA of a group waits for z'). Large M: rows go in chunks of
 // kChunk (their activations stay in L2) with every group of kChunkPanels
-// panels passing by (its codes stay in L1 over the row blocks).
+// panels passing by (its codes stay in L1 over the row blocks); on targets
+// with kDecodeLargeM (AVX2), awq_decoded instead.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 
 #include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/awq_w4a16.hpp"
+#include "kernels/x86/float_gemm_impl.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
@@ -51,12 +53,15 @@ struct AwqTarget;
 // panels (4 independent chains, 2 FMAs each per k pair: their latency
 // matches the FMA throughput of the 16 FMAs per k pair; 1 × 4 panels spilled
 // accumulators to the stack, objdump). Activations stay row-major (repacking
-// them into [k][4] blocks was 5-7 % slower at M = 64).
+// them into [k][4] blocks was 5-7 % slower at M = 64). Past kSmallM rows:
+// awq_decoded (Zen 2, mixq bench alternating with the row-chunk tiles it
+// replaces: M = 4096 and 64 at K = N = 3072 2.0-2.1x, M = 32 at N = 12288
+// 3.4x, where one 32-row chunk had run on one thread).
 template <>
 struct AwqTarget<Avx2> {
   static constexpr bool kPack = false;
-  static constexpr int64_t kBlock = 4, kChunk = 32, kChunkPanels = 1, kStreamPanels = 4, kSmallM = 16,
-                           kPanelGrain = 1;
+  static constexpr bool kDecodeLargeM = true;
+  static constexpr int64_t kBlock = 4, kStreamPanels = 4, kSmallM = 16, kPanelGrain = 1;
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes, kParamGroupsAhead = 2;
   static constexpr int panels_for(int rows) { return rows == 1 ? 2 : 1; }
   struct Decode {
@@ -82,6 +87,7 @@ struct AwqTarget<Avx2> {
 template <>
 struct AwqTarget<Avx512> {
   static constexpr bool kPack = true;
+  static constexpr bool kDecodeLargeM = false;  // 16-row blocks (not measured against awq_decoded)
   static constexpr int64_t kPackMinM = 5;
   static constexpr int64_t kBlock = 16, kChunk = 128, kChunkPanels = 4, kStreamPanels = 4, kSmallM = 16,
                            kPanelGrain = 4;
@@ -219,13 +225,95 @@ void awq_block(const AwqPacked& w, const float* x, int64_t rows, int64_t p_begin
 template <class V, class T, bool Packed, bool Stream, class BlockX>
 void awq_panels(const AwqPacked& w, BlockX block_x, int64_t b0, int64_t b1, int64_t m, int64_t p_begin,
                 int64_t p_end, float* y) {
-  constexpr int64_t step = Stream ? T::kStreamPanels : T::kChunkPanels;
+  constexpr int64_t step = [] {
+    if constexpr (Stream) return T::kStreamPanels;
+    else return T::kChunkPanels;  // only targets without kDecodeLargeM have it
+  }();
   for (int64_t p = p_begin; p < p_end; p += step) {
     const int64_t p1 = std::min(p_end, p + step);
     for (int64_t b = b0; b < b1; ++b)
       awq_block<V, T, Packed, Stream>(w, block_x(b), std::min(T::kBlock, m - b * T::kBlock), p, p1,
                                       y + b * T::kBlock * w.n);
   }
+}
+
+// Panels [p0, p1) of steps [s0, s1) (s0 even) as f32 rows of 16 values into
+// out, panel by panel: the weights awq_tile decodes in registers, by the
+// same FMA (q·s + z'), so the sums keep their bits.
+template <class V, class T>
+void awq_decode_chunk(const AwqPacked& w, int64_t p0, int64_t p1, int64_t s0, int64_t s1, float* out) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, H = 16 / L;
+  constexpr FloatWidth PW = T::kParamWidth;
+  const int64_t half = w.k / 2, np = w.panels * 16, steps = w.group / 2;
+  const typename T::Decode decode;
+  const F minus8 = V::set1(-8.0f);
+  const StoredView scale(w.scale), zeros(w.zeros);
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* codes = w.codes.data() + p * half * 16;
+    F s[H] = {}, z[H] = {};  // set at the first step (j == s0 / 2)
+    for (int64_t j = s0 / 2; j < (s1 + 1) / 2; ++j) {
+      if (j == s0 / 2 || j % steps == 0) {
+        const int64_t g = j / steps;
+        MIXQ_UNROLL
+        for (int h = 0; h < H; ++h) {
+          const int64_t col = p * 16 + h * L;
+          s[h] = load_width<V, PW>(scale.base, g * np + col);
+          z[h] = V::fmadd(minus8, s[h], load_width<V, PW>(zeros.base, g * np + col));
+        }
+      }
+      MIXQ_UNROLL
+      for (int h = 0; h < H; ++h) {
+        const typename V::I v = V::load_u8(codes + j * 16 + L * h);
+        V::store(out + h * L, V::fmadd(decode.lo(v), s[h], z[h]));
+        V::store(out + 16 + h * L, V::fmadd(decode.hi(v), s[h], z[h]));
+      }
+      out += 32;
+    }
+  }
+}
+
+// Large M (kDecodeLargeM, where the target's register tile is
+// too small to pay for decoding in registers: AVX2's 4 rows × 1 panel spent
+// two decode FMAs on every eight of the rows'): the float GEMM's f32 FMA
+// core (float_gemm_impl.hpp), its blocking and tiles, on panels decoded
+// once per K chunk and row chunk (awq_decode_chunk). Every output is still
+// one FMA chain in k order (earlier K chunks' partial sums in y), alpha 1
+// (exact), the bias added last: awq_tile's bits.
+template <class V, class T>
+void awq_decoded(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  using Tune = FloatTile<V::kLanes>;
+  constexpr int J = Tune::panels_for(Tune::kMR);
+  FloatPanels shape;  // n and K for the micro-kernels; the data is the decoded chunk
+  shape.n = w.n;
+  shape.k = w.k;
+  shape.steps = w.k;
+  shape.panels = w.panels;
+  Job job{x, w.k, &shape, 1.0f, w.bias.empty() ? nullptr : w.bias.data(), y};
+  job.steps = w.k;
+  job.row = 64;
+  const int64_t chunk = Tune::kStepChunk / 2 * 2;  // even: a code byte holds k 2j and 2j + 1
+  util::parallel_for(w.panels, Tune::kGrain, [&](int64_t p0, int64_t p1, int) {
+    thread_local std::vector<float> decoded;
+    const auto need = static_cast<size_t>(J * std::min(w.k, chunk) * 16 + 16);
+    if (decoded.size() < need) decoded.resize(need);
+    float* const buffer = decoded.data() + (16 - reinterpret_cast<uintptr_t>(decoded.data()) % 64 / 4) % 16;
+    Job d = job;
+    d.decoded = buffer;
+    for (int64_t s0 = 0; s0 < w.k; s0 += chunk) {
+      const int64_t s1 = std::min(w.k, s0 + chunk);
+      d.decoded_steps = s1 - s0;
+      for (int64_t mc = 0; mc < m; mc += Tune::kRowChunk) {
+        const int64_t mend = std::min(m, mc + Tune::kRowChunk);
+        for (int64_t p = p0; p < p1; p += J) {
+          const int64_t end = std::min(p1, p + J);
+          awq_decode_chunk<V, T>(w, p, end, s0, s1, buffer);
+          d.decoded_p0 = p;
+          row_block<V, Tune, Core::fma, PanelType::f32>(d, mc, mend, p, end, s0, s1, s0 == 0, s1 == w.k);
+        }
+      }
+    }
+  });
 }
 
 template <class V, class T, bool Packed>
@@ -259,12 +347,16 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
     });
     return;
   }
-  util::parallel_for((m + T::kChunk - 1) / T::kChunk, 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t chunk = begin; chunk < end; ++chunk) {
-      const int64_t b0 = chunk * T::kChunk / B, b1 = std::min(blocks, (chunk + 1) * T::kChunk / B);
-      awq_panels<V, T, Packed, false>(w, block_x, b0, b1, m, 0, w.panels, y);
-    }
-  });
+  if constexpr (T::kDecodeLargeM) {
+    awq_decoded<V, T>(w, x, m, y);
+  } else {
+    util::parallel_for((m + T::kChunk - 1) / T::kChunk, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t chunk = begin; chunk < end; ++chunk) {
+        const int64_t b0 = chunk * T::kChunk / B, b1 = std::min(blocks, (chunk + 1) * T::kChunk / B);
+        awq_panels<V, T, Packed, false>(w, block_x, b0, b1, m, 0, w.panels, y);
+      }
+    });
+  }
 }
 
 // Tuning T with the stored width of scale / zeros fixed.
