@@ -1,12 +1,16 @@
-// Side-by-side: the three "more" formats against oneDNN on the same shapes,
-// and against this machine's VNNI / bf16 peaks and read bandwidth measured in
-// the same run (bench/support):
+// Side-by-side: the three "more" formats, NVFP4 W4A4 and our ConvRot W4A4
+// (SVDQuant's reference) against oneDNN on the same shapes, and against this
+// machine's int8 dot / bf16 dot / f32 FMA peaks and read bandwidth measured
+// in the same run (bench/support):
 //   asym_w4a8_int8 (4-bit codes decoded per tile inside the INT8+ConvRot
 //                   kernels) vs oneDNN u8·s8→f32,
 //   awq_w4a16      (4-bit codes decoded in registers to bf16 for `vdpbf16ps`,
 //                   or to f32 for `vfmadd231ps`: both rows, kernels::set_float_dot)
 //                                                                vs oneDNN bf16·bf16→f32,
-//   svdquant_w4a4  (int4 VNNI main branch + rank-32 low-rank)    vs oneDNN u8·s8→f32.
+//   svdquant_w4a4  (int4 VNNI main branch + rank-32 low-rank)    vs oneDNN u8·s8→f32,
+//   nvfp4 and convrot_w4a4 (int4 activations)                   vs oneDNN u8·s8→f32.
+// Without AVX-512 BF16 (AVX2 CPUs) the bf16 rows are not run: AWQ's f32 FMA
+// row is compared with oneDNN f32·f32→f32 and its FMA peak instead.
 // Our times INCLUDE everything the layer does per call (W4A8: Hadamard
 // rotation + per-token int8 quantization; AWQ: x → bf16 and group sums of x;
 // SVDQuant: smoothing, per-(row, 64-group) int4 quantization, x·proj_down);
@@ -50,7 +54,7 @@ using namespace mixq::bench;
 
 constexpr int64_t kSvdRank = 32;  // nunchaku's usual rank
 
-enum class Kind { w4a8, awq, svdquant };
+enum class Kind { w4a8, awq, svdquant };  // w4a8: any format made by the format table
 
 using mixq::kernels::FloatDot;
 
@@ -67,11 +71,20 @@ const Ours kOurs[] = {
     {"awq w4a16 (bf16 dot)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32, FloatDot::bf16},
     {"awq w4a16 (f32 fma)", Kind::awq, "awq_w4a16", OnednnType::bf16_f32, FloatDot::fma},
     {"svdquant w4a4 (r=32)", Kind::svdquant, "svdquant_w4a4", OnednnType::u8s8_f32, FloatDot::bf16},
+    {"convrot w4a4 (int4)", Kind::w4a8, "convrot_w4a4", OnednnType::u8s8_f32, FloatDot::bf16},
+    {"nvfp4 w4a4", Kind::w4a8, "nvfp4", OnednnType::u8s8_f32, FloatDot::bf16},
 };
 constexpr int kNumOurs = sizeof(kOurs) / sizeof(kOurs[0]);
 
 const char* baseline_name(OnednnType t) {
-  return t == OnednnType::u8s8_f32 ? "oneDNN u8s8->f32" : "oneDNN bf16->f32";
+  return t == OnednnType::u8s8_f32 ? "oneDNN u8s8->f32" : t == OnednnType::bf16_f32 ? "oneDNN bf16->f32" : "oneDNN f32->f32";
+}
+
+// AVX-512 BF16 here: the bf16 rows run, and float formats compare with oneDNN bf16.
+bool bf16_dot() { return mixq::kernels::best_isa() >= mixq::kernels::Isa::avx512 && has_avx512_vnni_bf16(); }
+bool runs(const Ours& o) { return bf16_dot() || o.baseline == OnednnType::u8s8_f32 || o.dot == FloatDot::fma; }
+OnednnType baseline_of(const Ours& o) {
+  return o.baseline == OnednnType::u8s8_f32 || bf16_dot() ? o.baseline : OnednnType::f32_f32;
 }
 
 std::vector<float> random_x(int64_t m, int64_t k) { return mixq::bench::random_activations(m * k); }
@@ -120,20 +133,24 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const double min_s = quick ? 0.05 : 0.15;
   const int reps = quick ? 3 : 7;
-  if (mixq::kernels::best_isa() != mixq::kernels::Isa::avx512 || !has_avx512_vnni_bf16()) {
-    std::printf("bench_linear_more: this CPU has no AVX-512 VNNI/BF16 (the fast kernels); nothing to compare\n");
+  if (mixq::kernels::best_isa() < mixq::kernels::Isa::avx2) {
+    std::printf("bench_linear_more: this CPU has no AVX2 (no fast kernels); nothing to compare\n");
     return 0;
   }
+  const OnednnType float_baseline = bf16_dot() ? OnednnType::bf16_f32 : OnednnType::f32_f32;
   std::printf("# %s\n", run_header().c_str());
   std::printf("# calibration (same run)\n");
   const Rate ipeak1 = int8_dot_peak_gops(1), ipeak2 = int8_dot_peak_gops(2);
-  const Rate bpeak1 = bf16_dot_peak_gflops(1), bpeak2 = bf16_dot_peak_gflops(2);
+  const Rate bpeak1 = bf16_dot() ? bf16_dot_peak_gflops(1) : Rate{}, bpeak2 = bf16_dot() ? bf16_dot_peak_gflops(2) : Rate{};
   const Rate fpeak1 = mixq::kernels::fma_f32_peak_gflops(1), fpeak2 = mixq::kernels::fma_f32_peak_gflops(2);
   const Rate bw2 = read_bandwidth_gbs(2);
-  std::printf("int8 VNNI peak: 1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n", ipeak1.best,
+  std::printf("int8 dot peak:  1 thread %.0f GOPS (median %.0f), 2 threads %.0f (median %.0f)\n", ipeak1.best,
               ipeak1.median, ipeak2.best, ipeak2.median);
-  std::printf("bf16 dot peak:  1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", bpeak1.best,
-              bpeak1.median, bpeak2.best, bpeak2.median);
+  if (bf16_dot())
+    std::printf("bf16 dot peak:  1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", bpeak1.best,
+                bpeak1.median, bpeak2.best, bpeak2.median);
+  else
+    std::printf("bf16 dot: none (no AVX-512 BF16): the bf16 rows are not run, AWQ's f32 row is against oneDNN f32\n");
   std::printf("f32 FMA peak:   1 thread %.0f GFLOPS (median %.0f), 2 threads %.0f (median %.0f)\n", fpeak1.best,
               fpeak1.median, fpeak2.best, fpeak2.median);
   std::printf("float dot in force (automatic: the faster instruction, probed): %s\n",
@@ -146,26 +163,29 @@ int main(int argc, char** argv) {
   const double ops = 2.0 * M * N * K;
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t, median of %d repetitions; int8 peak for W4A8/SVDQuant,\n"
-              "# bf16 dot / f32 FMA peak for AWQ's two rows; SVDQuant's count excludes its low-rank branch)\n",
+  std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t, median of %d repetitions; int8 peak for W4A8/SVDQuant/\n"
+              "# W4A4/NVFP4, bf16 dot / f32 FMA peak for AWQ's two rows; SVDQuant's count excludes its low-rank branch)\n",
               M, K, N, reps);
   std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "G(FL)OPS", "ms", "vs oneDNN", "of peak");
   double ours_t[kNumOurs][3] = {};
   for (int threads : {1, 2}) {
     set_threads(threads);
     double base_gops[2] = {};
-    for (OnednnType type : {OnednnType::u8s8_f32, OnednnType::bf16_f32}) {
+    for (OnednnType type : {OnednnType::u8s8_f32, float_baseline}) {
       OnednnMatmul dnnl(type, M, K, N);
       const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
       const bool int8 = type == OnednnType::u8s8_f32;
       const double gops = ops / td.median / 1e9;
-      const double peak = int8 ? (threads == 1 ? ipeak1 : ipeak2).median : (threads == 1 ? bpeak1 : bpeak2).median;
+      const double peak = int8                        ? (threads == 1 ? ipeak1 : ipeak2).median
+                          : type == OnednnType::bf16_f32 ? (threads == 1 ? bpeak1 : bpeak2).median
+                                                         : (threads == 1 ? fpeak1 : fpeak2).median;
       base_gops[int8 ? 0 : 1] = gops;
       std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", baseline_name(type), threads, gops,
                   td.median * 1e3, "1.00x", 100 * gops / peak, dnnl.impl());
       std::fflush(stdout);
     }
     for (int i = 0; i < kNumOurs; ++i) {
+      if (!runs(kOurs[i])) continue;
       const bool int8 = kOurs[i].baseline == OnednnType::u8s8_f32;
       OurLayers ours = make_ours(kOurs[i], K, N, false);
       const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
@@ -177,12 +197,13 @@ int main(int argc, char** argv) {
                                 : (threads == 1 ? bpeak1 : bpeak2).median;
       std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops,
                   t.median * 1e3, ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
-                  std::string(ours.copies[0].kernel_name()).c_str(), baseline_name(kOurs[i].baseline));
+                  std::string(ours.copies[0].kernel_name()).c_str(), baseline_name(baseline_of(kOurs[i])));
       std::fflush(stdout);
     }
   }
   std::printf("thread scaling 1->2 at M=4096:");
-  for (int i = 0; i < kNumOurs; ++i) std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
+  for (int i = 0; i < kNumOurs; ++i)
+    if (runs(kOurs[i])) std::printf("  %s %s", kOurs[i].label, ratio(ours_t[i][1], ours_t[i][2]).c_str());
   std::printf("\n\n");
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
@@ -196,8 +217,8 @@ int main(int argc, char** argv) {
     const auto x1 = random_x(1, k);
     std::vector<float> y1(static_cast<size_t>(n));
     double base_us[2] = {};
-    for (OnednnType type : {OnednnType::u8s8_f32, OnednnType::bf16_f32}) {
-      const double bytes_per = type == OnednnType::u8s8_f32 ? 1.0 : 2.0;
+    for (OnednnType type : {OnednnType::u8s8_f32, float_baseline}) {
+      const double bytes_per = type == OnednnType::u8s8_f32 ? 1.0 : type == OnednnType::bf16_f32 ? 2.0 : 4.0;
       OnednnMatmul dnnl(type, 1, k, n, copies_for(bytes_per * double(k) * double(n)));
       const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
       base_us[type == OnednnType::u8s8_f32 ? 0 : 1] = t.median * 1e6;
@@ -208,6 +229,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     for (const Ours& o : kOurs) {
+      if (!runs(o)) continue;
       OurLayers ours = make_ours(o, k, n, true);
       const double bytes = ours.streamed;
       const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
