@@ -252,7 +252,7 @@ void awq_decode_chunk(const AwqPacked& w, int64_t p0, int64_t p1, int64_t s0, in
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* codes = w.codes.data() + p * half * 16;
     F s[H] = {}, z[H] = {};  // set at the first step (j == s0 / 2)
-    for (int64_t j = s0 / 2; j < (s1 + 1) / 2; ++j) {
+    for (int64_t j = s0 / 2; j < s1 / 2; ++j) {
       if (j == s0 / 2 || j % steps == 0) {
         const int64_t g = j / steps;
         MIXQ_UNROLL
@@ -295,9 +295,7 @@ void awq_decoded(const AwqPacked& w, const float* x, int64_t m, float* y) {
   const int64_t chunk = Tune::kStepChunk / 2 * 2;  // even: a code byte holds k 2j and 2j + 1
   util::parallel_for(w.panels, Tune::kGrain, [&](int64_t p0, int64_t p1, int) {
     thread_local std::vector<float> decoded;
-    const auto need = static_cast<size_t>(J * std::min(w.k, chunk) * 16 + 16);
-    if (decoded.size() < need) decoded.resize(need);
-    float* const buffer = decoded.data() + (16 - reinterpret_cast<uintptr_t>(decoded.data()) % 64 / 4) % 16;
+    float* const buffer = aligned_rows(decoded, static_cast<size_t>(J * std::min(w.k, chunk) * 16));
     Job d = job;
     d.decoded = buffer;
     for (int64_t s0 = 0; s0 < w.k; s0 += chunk) {

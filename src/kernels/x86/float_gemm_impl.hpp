@@ -618,6 +618,13 @@ void decode_pair_chunk(const Job& job, int64_t p0, int64_t p1, int64_t s0, int64
   }
 }
 
+// At least `floats` f32 of a per-thread scratch, 64-byte aligned: each
+// decoded 16-value row one cache line (rows split over two cost loads).
+inline float* aligned_rows(std::vector<float>& scratch, size_t floats) {
+  if (scratch.size() < floats + 16) scratch.resize(floats + 16);
+  return scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) % 64 / 4) % 16;
+}
+
 // Every row against panels [p0, p1) over steps [s0, s1), in row chunks. With
 // at least Tune::kDecodedRows rows in a row chunk, each K chunk of a tile's
 // panels is decoded once (FMA core: to f32, decode_chunk; dot core: to bf16
@@ -639,10 +646,8 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
       continue;
     }
     thread_local std::vector<float> decoded;  // J · step_chunk() rows of 64 B: 48 / 96 KiB (AVX-512), 64 KiB (AVX2)
-    const auto need = static_cast<size_t>(J * (s1 - s0) * 16);  // the K chunk may be longer (kFewRowsStepChunk)
-    if (decoded.size() < need + 16) decoded.resize(need + 16);
-    // 64-byte aligned: each decoded row one cache line (split loads cost).
-    float* const buffer = decoded.data() + (16 - reinterpret_cast<uintptr_t>(decoded.data()) % 64 / 4) % 16;
+    // The K chunk may be longer (kFewRowsStepChunk).
+    float* const buffer = aligned_rows(decoded, static_cast<size_t>(J * (s1 - s0) * 16));
     Job d = job;
     d.decoded = buffer;
     d.decoded_steps = s1 - s0;
