@@ -41,27 +41,38 @@ std::vector<float> run(const Layer& layer, KernelChoice kc, const std::vector<fl
 }
 
 TEST(SvdquantLinear, HandComputedSignedAndUnsigned) {
-  // K = 64, N = 2, rank 1 with proj_down = 0: x = 1, smooth = 1, scale 1.
-  testing::SvdParts p = testing::random_svd(2, 64, 1, 9, false);
+  // K = 64, N = 4, rank 1 with proj_down = 0: x = 1, smooth = 1, scale 1.
+  // Rows 2 and 3 hold the extreme codes: +7 (weight offset 15) against
+  // unsigned q = 15 is the largest group sum the kernels form before the
+  // offset term, 64·15·15 = 14400 (AVX2 adds it up in i16).
+  testing::SvdParts p = testing::random_svd(4, 64, 1, 9, false);
   for (int64_t i = 0; i < 32; ++i) p.weight[i] = 0x11;       // row 0: all +1
   for (int64_t i = 32; i < 64; ++i) p.weight[i] = 0xFF;      // row 1: all -1
-  p.wscale = {1.0f, 1.0f};
+  for (int64_t i = 64; i < 96; ++i) p.weight[i] = 0x77;      // row 2: all +7
+  for (int64_t i = 96; i < 128; ++i) p.weight[i] = 0x88;     // row 3: all -8
+  p.wscale = {1.0f, 1.0f, 1.0f, 1.0f};
   p.smooth.assign(64, 1.0f);
   p.proj_down.assign(64, 0.0f);
   const std::vector<float> x(64, 1.0f);
   for (KernelChoice kc : {KernelChoice::reference, KernelChoice::automatic}) {
     // signed: q = 7 everywhere, s = 1/7: dot = ±448, y = ±448/7 = ±64.
     std::vector<float> y = run(layer_of(p, false)->layer, kc, x, 1);
+    // Rows 2, 3: dot = 64·7·7 = 3136 and -64·8·7 = -3584: y = 448 and -512.
     EXPECT_NEAR(y[0], 64.0f, 1e-4f);
     EXPECT_NEAR(y[1], -64.0f, 1e-4f);
+    EXPECT_NEAR(y[2], 448.0f, 1e-3f);
+    EXPECT_NEAR(y[3], -512.0f, 1e-3f);
     // unsigned: x + 0.171875 = 1.171875, q = 15: dot = ±960, y = ±960·1.171875/15 = ±75.
+    // Rows 2, 3: dot = 64·7·15 = 6720 and -64·8·15 = -7680: y = 525 and -600.
     y = run(layer_of(p, true)->layer, kc, x, 1);
     EXPECT_NEAR(y[0], 75.0f, 1e-4f);
     EXPECT_NEAR(y[1], -75.0f, 1e-4f);
+    EXPECT_NEAR(y[2], 525.0f, 1e-3f);
+    EXPECT_NEAR(y[3], -600.0f, 1e-3f);
   }
   // The low-rank branch sees the raw (unshifted) x: proj_down = 1/64, proj_up = 2 -> +2.
   p.proj_down.assign(64, 1.0f / 64);
-  p.proj_up = {2.0f, 2.0f};
+  p.proj_up = {2.0f, 2.0f, 2.0f, 2.0f};
   const std::vector<float> y = run(layer_of(p, true)->layer, KernelChoice::reference, x, 1);
   EXPECT_NEAR(y[0], 77.0f, 1e-4f);
   EXPECT_NEAR(y[1], -73.0f, 1e-4f);

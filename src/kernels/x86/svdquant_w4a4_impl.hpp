@@ -30,13 +30,16 @@ namespace {
 
 // Register block per target: rows × panels. AVX-512: 4 × 3 (12 int32 group
 // accumulators + 12 fp32 outputs in zmm, next to 3 to 6 unpacked weight
-// vectors); AVX2: 2 × 1 (4 + 4 ymm next to 2 to 4 unpacked weight vectors and
-// the broadcasts). Chosen by timing M = 1024 / 4096 (BENCHMARKS.md:
-// 4 × 3 against 4 × 2, 3 × 4 and 6 × 2); bench_phases and bench_linear_more
-// time the layer (svdquant has no quantizer, so `mixq bench` cannot).
+// vectors); AVX2: 4 × 1 (8 i16 group accumulators + 8 fp32 outputs + 2
+// weight vectors and the broadcasts: more than the 16 ymm, so some live on
+// the stack, and still the fastest block measured). Chosen by
+// timing M = 16 / 1024 / 4096 (BENCHMARKS.md: AVX-512 4 × 3 against 4 × 2,
+// 3 × 4 and 6 × 2; AVX2 4 × 1 against 2 × 1, 3 × 1 and 1 × 2);
+// bench_phases and bench_linear_more time the layer (svdquant has no
+// quantizer, so `mixq bench` cannot).
 template <class V>
 struct SvdquantTile {
-  static constexpr int kRows = V::kLanes == 16 ? 4 : 2;
+  static constexpr int kRows = 4;
   static constexpr int kPanels = V::kLanes == 16 ? 3 : 1;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
@@ -186,12 +189,17 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
         _mm_prefetch(up_t.at(g * np + (p0 + CB) * 16 - 1), _MM_HINT_T1);
       }
     }
-    // Each group dot starts at its offset term: Σ (qw + 8)·qa − 8·Σ qa =
-    // Σ qw·qa, exact in int32, with no subtraction after the dots.
+    // Each group dot is a block dot (simd_traits.hpp: dot_begin, 16
+    // dot_step, dot_end) that ends at its offset term: Σ (qw + 8)·qa − 8·Σ qa
+    // = Σ qw·qa, exact in int32, with no subtraction after the dots. Without
+    // VNNI the group's 64 products add up in i16 before one vpmaddwd: weight
+    // offsets 0..15 times |qa| <= 15 keep every partial sum within
+    // 64·15·15 = 14400, so none saturates or wraps.
+    int32_t start[R];
     I acc[R][U];
     for (int r = 0; r < R; ++r) {
-      const I start = V::bcast4(a.offset_terms.data() + (m0 + r) * groups + g);
-      for (int u = 0; u < U; ++u) acc[r][u] = start;
+      start[r] = a.offset_terms[(m0 + r) * groups + g];
+      for (int u = 0; u < U; ++u) acc[r][u] = V::dot_begin(start[r]);
     }
     // Unrolled: g++ 12 otherwise copies every accumulator between registers
     // once or twice per octet (objdump), as many moves as dot products.
@@ -216,10 +224,12 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
         for (int r = 0; r < R; ++r) {
           const I x = V::bcast4(a.q() + (m0 + r) * a.k + o * 8 + 4 * half);
           for (int u = 0; u < U; ++u)  // weight offsets 0..15 (unsigned) · qa -7..15 (signed)
-            acc[r][u] = V::dot4_small(acc[r][u], w[u], x);
+            acc[r][u] = V::dot_step(acc[r][u], w[u], x);
         }
       }
     }
+    for (int r = 0; r < R; ++r)
+      for (int u = 0; u < U; ++u) acc[r][u] = V::dot_end(acc[r][u], start[r]);
     for (int u = 0; u < U; ++u) {
       const int64_t col = p0 * 16 + L * u;
       const F ws = wscale.load<V>(g * np + col);
