@@ -31,6 +31,7 @@ struct Case {
   Epilogue epi;
   bool int4;
   bool bias;
+  bool extreme = false;  // every weight +7 (int4) or 127, rows of +1 and -1: the largest |dots|
 };
 
 std::vector<float> random_x(int64_t m, int64_t k, uint64_t seed) {
@@ -56,7 +57,7 @@ void check_case(const Case& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<int8_t> w(static_cast<size_t>(c.n * c.k));
   std::uniform_int_distribution<int> wd(c.int4 ? -8 : -128, c.int4 ? 7 : 127);
-  for (int8_t& v : w) v = static_cast<int8_t>(wd(rng));
+  for (int8_t& v : w) v = c.extreme ? static_cast<int8_t>(c.int4 ? 7 : 127) : static_cast<int8_t>(wd(rng));
   std::uniform_real_distribution<float> sd(1e-3f, 2e-2f);
   std::vector<float> scale(static_cast<size_t>(c.n)), bias(static_cast<size_t>(c.n));
   for (float& v : scale) v = sd(rng);
@@ -71,7 +72,9 @@ void check_case(const Case& c, uint64_t seed) {
   d.weight = w.data();
   d.weight_scale = scale.data();
   d.bias = c.bias ? bias.data() : nullptr;
-  const auto x = random_x(c.m, c.k, seed + 1);
+  auto x = random_x(c.m, c.k, seed + 1);
+  if (c.extreme)
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i / c.k % 2 == 0 ? 1.0f : -1.0f;
   auto ref = make_int_kernel_ref(d);
   const auto want = run_kernel(*ref, x, c.m, c.n);
   for (float v : want) ASSERT_TRUE(std::isfinite(v));
@@ -151,6 +154,20 @@ TEST(IntKernels, W4A4Int4AndInt8Activations) {
   // Rows of 288 bytes: whole 64-byte steps and a tail in the in-place GEMV.
   for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})
     for (int64_t m : kMs) check_case({m, 576, 70, 64, act, Epilogue::sequential, true, true}, seed++);
+}
+
+// The largest dots the kernels form: int4 weights +7 (offset 15) against
+// activations ±7 (int4) or ±127 (int8) at every k. Without VNNI the products
+// add up in i16 over kI16Octets octets (int_micro_impl.hpp) before widening,
+// 4 products per i16 lane and octet: 64 · 4 · 15 · 7 = 26880 and
+// 4 · 4 · 15 · 127 = 30480, within int16; a longer chain would wrap here.
+TEST(IntKernels, ExtremeCodesGiveExactSums) {
+  uint64_t seed = 300;
+  for (int64_t m : {1, 7, 33, 64})
+    for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})  // no rotation: it would spread the ±1 rows
+      check_case({m, 1024, 40, 0, act, Epilogue::sequential, true, false, true}, seed++);
+  for (int64_t m : {1, 33})
+    check_case({m, 1024, 40, 0, ActQuant::q8row, Epilogue::scale_product, false, false, true}, seed++);
 }
 
 // Past IntTile::kKChunk (3072) k, many rows run K in chunks whose int32 sums

@@ -344,9 +344,10 @@ class SimdIntKernel final : public IntKernel {
         epilogue_(d.epilogue),
         w_(pack_int_weights(d)),
         // int4_x16 sums 16·(w+8)·q: |16·15·7| per product, so int32 holds K up to ~1.2 M.
-        mode_(!w_.int4                                                  ? WeightMode::int8
-              : T::kX16 && d.act == ActQuant::q4row                   ? WeightMode::int4_x16
-                                                                       : WeightMode::int4) {}
+        mode_(!w_.int4                   ? WeightMode::int8
+              : d.act != ActQuant::q4row ? WeightMode::int4
+              : T::kX16                  ? WeightMode::int4_x16
+                                         : WeightMode::int4_a4) {}
 
   std::string_view name() const override { return name_; }
   int64_t held_bytes() const override { return w_.bytes(); }

@@ -43,14 +43,23 @@ struct BiasedInt8 {
 // How the micro-kernel reads the weight panels (int_pack.hpp):
 //  int8:     one panel row is the u8 operand as is (BiasedInt8);
 //  int4:     low nibbles (v & 0xF) then high nibbles ((v >> 4) & 0xF): 3 ops
-//            per 64 weight bytes (without VNNI both against their
-//            activations at once, Avx2::dot8_small);
+//            per 64 weight bytes, against int8 activations;
+//  int4_a4:  the same against int4 activations (|q| <= 7);
 //  int4_x16: low nibbles (v & 0x0F) against activations stored times 16, high
 //            nibbles in place (v & 0xF0 = 16·high) against plain activations:
 //            2 ops, and every product carries the factor 16, which the
 //            epilogue removes with an exact arithmetic shift. Needs int4
-//            activations (16·q must fit int8).
-enum class WeightMode { int8, int4, int4_x16 };
+//            activations (16·q must fit int8) and an exact 4-product dot
+//            (VNNI).
+// Without VNNI the int4 modes add the `vpmaddubsw` products of kI16Octets
+// octets (8 k) up in i16 before one `vpmaddwd` widens them (Avx2::dot_step,
+// add_widened): an i16 lane gets 4 products of a weight offset 0..15 and an
+// activation per octet, at most 4·15·127 = 7620 against int8 activations (4
+// octets: 30480) and 4·15·7 = 420 against int4 ones (64 octets: 26880), all
+// within int16, so the int32 sums are exact.
+enum class WeightMode { int8, int4, int4_a4, int4_x16 };
+template <WeightMode Mode>
+inline constexpr int64_t kI16Octets = Mode == WeightMode::int4_a4 ? 64 : 4;
 
 // acc[r][c] over kp (padded) k for MR tokens of one activation panel and
 // the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
@@ -108,30 +117,45 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, b
       if constexpr (Mode == WeightMode::int4_x16) return V::andi(v, high4);
       else return V::andi(V::template srli16<4>(v), low4);
     };
-    for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
-      prefetch(k8 * 64);
-      if constexpr (!V::kVnni) {
-        // Both nibbles' products summed in i16 before one widening
-        // (Avx2::dot8_small): 3 multiplies per 8 k where two dot4_small take 4.
-        const int8_t* a_lo = a + 2 * k8 * kMr * 4;
-        const int8_t* a_hi = a_lo + kMr * 4;
+    if constexpr (!V::kVnni) {
+      // Chains of kI16Octets octets, each summed in i16 and widened once:
+      // 2 + 2 / kI16Octets multiplies per 8 k where two dot4_small take 4.
+      for (int64_t c0 = 0; c0 < kp / 8; c0 += kI16Octets<Mode>) {
+        const int64_t c1 = std::min(kp / 8, c0 + kI16Octets<Mode>);
+        I d[MR][NV];
         MIXQ_UNROLL
-        for (int v = 0; v < NV; ++v) {
-          const I raw = load(v, k8 * 64);
-          const I lo = V::andi(raw, low4), hi = high(raw);
+        for (int r = 0; r < MR; ++r)
           MIXQ_UNROLL
-          for (int r = 0; r < MR; ++r)
-            c[r][v] = V::dot8_small(c[r][v], lo, V::bcast4(a_lo + 4 * r), hi, V::bcast4(a_hi + 4 * r));
+          for (int v = 0; v < NV; ++v) d[r][v] = V::zeroi();
+        for (int64_t k8 = c0; k8 < c1; ++k8) {
+          prefetch(k8 * 64);
+          const int8_t* a_lo = a + 2 * k8 * kMr * 4;
+          const int8_t* a_hi = a_lo + kMr * 4;
+          MIXQ_UNROLL
+          for (int v = 0; v < NV; ++v) {
+            const I raw = load(v, k8 * 64);
+            const I lo = V::andi(raw, low4), hi = high(raw);
+            MIXQ_UNROLL
+            for (int r = 0; r < MR; ++r)
+              d[r][v] = V::dot_step(V::dot_step(d[r][v], lo, V::bcast4(a_lo + 4 * r)), hi, V::bcast4(a_hi + 4 * r));
+          }
         }
-        continue;
+        MIXQ_UNROLL
+        for (int r = 0; r < MR; ++r)
+          MIXQ_UNROLL
+          for (int v = 0; v < NV; ++v) c[r][v] = V::add_widened(c[r][v], d[r][v]);
       }
-      I w[NV];
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), low4);
-      rows(a + 2 * k8 * kMr * 4, w);
-      MIXQ_UNROLL
-      for (int v = 0; v < NV; ++v) w[v] = high(load(v, k8 * 64));
-      rows(a + (2 * k8 + 1) * kMr * 4, w);
+    } else {
+      for (int64_t k8 = 0; k8 < kp / 8; ++k8) {
+        prefetch(k8 * 64);
+        I w[NV];
+        MIXQ_UNROLL
+        for (int v = 0; v < NV; ++v) w[v] = V::andi(load(v, k8 * 64), low4);
+        rows(a + 2 * k8 * kMr * 4, w);
+        MIXQ_UNROLL
+        for (int v = 0; v < NV; ++v) w[v] = high(load(v, k8 * 64));
+        rows(a + (2 * k8 + 1) * kMr * 4, w);
+      }
     }
   }
   MIXQ_UNROLL
@@ -166,6 +190,7 @@ MicroFn micro_for(int rows, WeightMode mode, bool stream) {
   switch (mode) {
     case WeightMode::int8: return micro_for<V, T, WeightMode::int8>(rows, stream);
     case WeightMode::int4: return micro_for<V, T, WeightMode::int4>(rows, stream);
+    case WeightMode::int4_a4: return micro_for<V, T, WeightMode::int4_a4>(rows, stream);
     default:
       if constexpr (T::kX16) return micro_for<V, T, WeightMode::int4_x16>(rows, stream);
       else return nullptr;  // never chosen (see the constructor)

@@ -178,13 +178,6 @@ struct Avx2 {
   static I dot4_small(I acc, I u8, I s8) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1)));
   }
-  // acc + Σ_4 u0·s0 + Σ_4 u1·s1 per lane, the 4 products per lane summed in
-  // i16 before one vpmaddwd (every partial sum must fit int16: e.g. int4
-  // weights 0..15 against int8 activations, |sum| <= 4·15·128).
-  static I dot8_small(I acc, I u0, I s0, I u1, I s1) {
-    const __m256i d = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(d, _mm256_set1_epi16(1)));
-  }
   // Signed bytes w, x as an (unsigned, signed) pair with the same products:
   // |w| (0..128) and x·sign(w). For x in [-127, 127] the pair sums stay
   // within ±2·128·127 = ±32512, so dot4_small(acc, abs8(w), sign8(x, w)) is
@@ -205,9 +198,9 @@ struct Avx2 {
     __asm__("" : "+x"(d));
     return d;
   }
-  static I dot_end(I d, int32_t c) {
-    return _mm256_add_epi32(_mm256_madd_epi16(d, _mm256_set1_epi16(1)), _mm256_set1_epi32(c));
-  }
+  static I dot_end(I d, int32_t c) { return add_widened(_mm256_set1_epi32(c), d); }
+  // acc + the i16 lanes of d summed in pairs (one vpmaddwd).
+  static I add_widened(I acc, I d) { return _mm256_add_epi32(acc, _mm256_madd_epi16(d, _mm256_set1_epi16(1))); }
 
   // ---- lane moves ----
   template <int Imm>
