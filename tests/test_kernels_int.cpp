@@ -161,13 +161,16 @@ TEST(IntKernels, W4A4Int4AndInt8Activations) {
 // add up in i16 over kI16Octets octets (int_micro_impl.hpp) before widening,
 // 4 products per i16 lane and octet: 64 · 4 · 15 · 7 = 26880 and
 // 4 · 4 · 15 · 127 = 30480, within int16; a longer chain would wrap here.
+// The GEMV on in-place rows (M <= 24) gives a lane 8 products per 64-byte
+// step: 32 steps against int4 activations, so K = 8192 (64 steps) is needed
+// to see a chain twice as long wrap.
 TEST(IntKernels, ExtremeCodesGiveExactSums) {
   uint64_t seed = 300;
   for (int64_t m : {1, 7, 33, 64})
     for (ActQuant act : {ActQuant::q4row, ActQuant::q8row})  // no rotation: it would spread the ±1 rows
-      check_case({m, 1024, 40, 0, act, Epilogue::sequential, true, false, true}, seed++);
+      check_case({m, 8192, 40, 0, act, Epilogue::sequential, true, false, true}, seed++);
   for (int64_t m : {1, 33})
-    check_case({m, 1024, 40, 0, ActQuant::q8row, Epilogue::scale_product, false, false, true}, seed++);
+    check_case({m, 8192, 40, 0, ActQuant::q8row, Epilogue::scale_product, false, false, true}, seed++);
 }
 
 // Past IntTile::kKChunk (3072) k, many rows run K in chunks whose int32 sums

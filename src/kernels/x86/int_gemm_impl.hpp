@@ -245,25 +245,41 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 //  int8: Σ_k q[k]·w[k], as |w| against q·sign(w) (Avx2::abs8); q must lie
 //        in [-127, 127], which Q8row's codes do (|x| / (amax / 127) rounds
 //        to at most 127; -128 is never produced);
-//  int4: Σ_k q[k]·(w[k] + 8): a byte's low nibble (even k, + 8 = ^ 8) meets
-//        the token's even codes, stored first (k / 2 bytes), its high nibble
-//        the odd ones stored after them (prepare); the + 8 is the panel
-//        layouts' weight bias, removed by the epilogue.
+//  int4, int4_a4 (int8 or int4 activations): Σ_k q[k]·(w[k] + 8): a byte's
+//        low nibble (even k, + 8 = ^ 8) meets the token's even codes, stored
+//        first (k / 2 bytes), its high nibble the odd ones stored after them
+//        (prepare); the + 8 is the panel layouts' weight bias, removed by the
+//        epilogue. Without VNNI the products of kI16Steps steps add up in i16
+//        (8 per i16 lane and step; kI16Products in int_micro_impl.hpp) before
+//        one widening.
 // The rb % 64 tail is one more step on copies padded with zero codes (a
 // zero q byte adds nothing whatever the weight byte). It is not a scalar
 // loop: g++ 12 turns `sum += q[j] * w[j]` over int8 into a wrong dot
 // product on AVX-VNNI / AVX512-VNNI targets (seen at tails of 20 and 37
 // bytes: test_kernels_int).
-template <class V, int R, int TM, bool Int4, bool Stream>
+template <class V, int R, int TM, WeightMode Mode, bool Stream>
 void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int64_t ahead, int32_t (*out)[R]) {
   using I = typename V::I;
+  constexpr bool Int4 = Mode != WeightMode::int8, kI16 = Int4 && !V::kVnni;
   constexpr int H = 64 / (4 * V::kLanes);  // vectors per 64-byte step
   constexpr int64_t B = 4 * V::kLanes;     // bytes per vector
-  I acc[TM][R];
+  constexpr int64_t kI16Steps = kI16 ? kI16Products<Mode> / 8 : std::numeric_limits<int64_t>::max() / 128;
+  I acc[TM][R], d[TM][R];  // d: the i16 sums of the current chain (kI16)
   MIXQ_UNROLL
   for (int t = 0; t < TM; ++t)
     MIXQ_UNROLL
-    for (int r = 0; r < R; ++r) acc[t][r] = V::zeroi();
+    for (int r = 0; r < R; ++r) acc[t][r] = d[t][r] = V::zeroi();
+  auto widen = [&]() __attribute__((always_inline)) {
+    if constexpr (kI16) {
+      MIXQ_UNROLL
+      for (int t = 0; t < TM; ++t)
+        MIXQ_UNROLL
+        for (int r = 0; r < R; ++r) {
+          acc[t][r] = V::add_widened(acc[t][r], d[t][r]);
+          d[t][r] = V::zeroi();
+        }
+    }
+  };
   const I low = V::set1b(0x0F), flip = V::set1b(static_cast<int8_t>(0x88));
   // One 64-byte step: weight bytes at wr[r], token t's codes at
   // qt + t * qs (int4: its odd codes qo bytes further).
@@ -282,8 +298,13 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
           const I lo = V::andi(biased, low), hi = V::andi(V::template srli16<4>(biased), low);
           MIXQ_UNROLL
           for (int t = 0; t < TM; ++t) {
-            acc[t][r] = V::dot4_small(acc[t][r], lo, V::loadi(qt + t * qs + B * h));
-            acc[t][r] = V::dot4_small(acc[t][r], hi, V::loadi(qt + t * qs + qo + B * h));
+            const I x_lo = V::loadi(qt + t * qs + B * h), x_hi = V::loadi(qt + t * qs + qo + B * h);
+            if constexpr (kI16) {
+              d[t][r] = V::dot_step(V::dot_step(d[t][r], lo, x_lo), hi, x_hi);
+            } else {
+              acc[t][r] = V::dot4_small(acc[t][r], lo, x_lo);
+              acc[t][r] = V::dot4_small(acc[t][r], hi, x_hi);
+            }
           }
         }
       }
@@ -294,17 +315,22 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
   // matrix are harmless).
   const int64_t next_group = (R - 1) * rb;
   const int64_t odd = Int4 ? rb : 0;  // int4: where a token's odd codes start
+  const int64_t whole = rb / 64 * 64;
   int64_t i = 0;
-  for (; i + 64 <= rb; i += 64) {
-    if constexpr (Stream) {
-      const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
+  while (i < whole) {
+    const int64_t chain_end = std::min(whole, i + 64 * kI16Steps);
+    for (; i < chain_end; i += 64) {
+      if constexpr (Stream) {
+        const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
+        MIXQ_UNROLL
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
+      }
+      const uint8_t* wr[R];
       MIXQ_UNROLL
-      for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
+      for (int r = 0; r < R; ++r) wr[r] = w[r] + i;
+      step(wr, q + i, kp, odd);
     }
-    const uint8_t* wr[R];
-    MIXQ_UNROLL
-    for (int r = 0; r < R; ++r) wr[r] = w[r] + i;
-    step(wr, q + i, kp, odd);
+    widen();
   }
   if (i < rb) {
     const size_t left = static_cast<size_t>(rb - i);
@@ -320,6 +346,7 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
       if constexpr (Int4) std::memcpy(qpad[t][1], q + t * kp + odd + i, left);
     }
     step(wr, &qpad[0][0][0], 128, 64);
+    widen();
   }
   MIXQ_UNROLL
   for (int t = 0; t < TM; ++t)
@@ -602,8 +629,12 @@ class SimdIntKernel final : public IntKernel {
         for (int r = 0; r < R; ++r) w[r] = w_.rows + std::min(first + r, w_.n - 1) * rb;  // rows past n: unused
         int32_t sums[TM][R];
         constexpr bool kStream = T::kStreamPrefetchBytes > 0;
-        if (w_.int4) rows_dot<V, R, TM, true, kStream>(w, blk.q.data() + t0 * kp, kp, rb, T::kStreamPrefetchBytes, sums);
-        else rows_dot<V, R, TM, false, kStream>(w, blk.q.data() + t0 * kp, kp, rb, T::kStreamPrefetchBytes, sums);
+        const int8_t* q = blk.q.data() + t0 * kp;
+        const int64_t ahead = T::kStreamPrefetchBytes;
+        // Plain rows (never int4_x16's activations times 16).
+        if (!w_.int4) rows_dot<V, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, ahead, sums);
+        else if (act_ == ActQuant::q4row) rows_dot<V, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
+        else rows_dot<V, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, ahead, sums);
         for (int t = 0; t < TM; ++t)
           for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
       }

@@ -51,15 +51,19 @@ struct BiasedInt8 {
 //            epilogue removes with an exact arithmetic shift. Needs int4
 //            activations (16·q must fit int8) and an exact 4-product dot
 //            (VNNI).
-// Without VNNI the int4 modes add the `vpmaddubsw` products of kI16Octets
-// octets (8 k) up in i16 before one `vpmaddwd` widens them (Avx2::dot_step,
-// add_widened): an i16 lane gets 4 products of a weight offset 0..15 and an
-// activation per octet, at most 4·15·127 = 7620 against int8 activations (4
-// octets: 30480) and 4·15·7 = 420 against int4 ones (64 octets: 26880), all
-// within int16, so the int32 sums are exact.
 enum class WeightMode { int8, int4, int4_a4, int4_x16 };
+
+// Without VNNI, int4 weights' `vpmaddubsw` products add up in i16 before one
+// `vpmaddwd` widens them (Avx2::dot_step, add_widened). An i16 lane may take
+// kI16Products of them: a weight offset 0..15 times an activation is at most
+// 15·7 = 105 against int4 activations (256 products: 26880) and 15·127 =
+// 1905 against int8 ones (16 products: 30480), both within int16, so the
+// int32 sums are exact.
 template <WeightMode Mode>
-inline constexpr int64_t kI16Octets = Mode == WeightMode::int4_a4 ? 64 : 4;
+inline constexpr int64_t kI16Products = Mode == WeightMode::int4_a4 ? 256 : 16;
+// The micro-kernel gives an i16 lane 4 products per octet (8 k).
+template <WeightMode Mode>
+inline constexpr int64_t kI16Octets = kI16Products<Mode> / 4;
 
 // acc[r][c] over kp (padded) k for MR tokens of one activation panel and
 // the NV = P·16/kLanes column vectors of P weight panels b[0..P-1]; results to
