@@ -44,7 +44,8 @@ TEST(SvdquantLinear, HandComputedSignedAndUnsigned) {
   // K = 64, N = 4, rank 1 with proj_down = 0: x = 1, smooth = 1, scale 1.
   // Rows 2 and 3 hold the extreme codes: +7 (weight offset 15) against
   // unsigned q = 15 is the largest group sum the kernels form before the
-  // offset term, 64·15·15 = 14400 (AVX2 adds it up in i16).
+  // offset term, 64·15·15 = 14400 (AVX2 without VNNI adds it up in i16
+  // lanes of 32 products: 7200 each).
   testing::SvdParts p = testing::random_svd(4, 64, 1, 9, false);
   for (int64_t i = 0; i < 32; ++i) p.weight[i] = 0x11;       // row 0: all +1
   for (int64_t i = 32; i < 64; ++i) p.weight[i] = 0xFF;      // row 1: all -1

@@ -192,9 +192,9 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
     // Each group dot is a block dot (simd_traits.hpp: dot_begin, 16
     // dot_step, dot_end) that ends at its offset term: Σ (qw + 8)·qa − 8·Σ qa
     // = Σ qw·qa, exact in int32, with no subtraction after the dots. Without
-    // VNNI the group's 64 products add up in i16 before one vpmaddwd: weight
-    // offsets 0..15 times |qa| <= 15 keep every partial sum within
-    // 64·15·15 = 14400, so none saturates or wraps.
+    // VNNI the group's products add up in i16 before one vpmaddwd: an i16
+    // lane takes 32 of them, weight offsets 0..15 times |qa| <= 15, so its
+    // sum stays within 32·15·15 = 7200 and never saturates or wraps.
     int32_t start[R];
     I acc[R][U];
     for (int r = 0; r < R; ++r) {
