@@ -248,7 +248,11 @@ struct FloatTile<8> {
   // panel chunk is read from L2): BENCHMARKS.md, "Issue 14 on AVX2: AMD EPYC
   // Zen 2, seventh session".
   static constexpr int64_t kStepChunk = 1024;
-  static constexpr int64_t kRowChunk = 128;
+  // 256 rows: 0.95-0.97x the time of 128 at M = 192 to 4096, K = 3072 and
+  // 12288, packed (in place 0.93-1.00x); 64 and 512 were slower, 2048 much
+  // slower (bench_float_tunings --tuning "row chunk"; BENCHMARKS.md, "eighth
+  // session").
+  static constexpr int64_t kRowChunk = 256;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
