@@ -16,6 +16,12 @@ struct Before : Base {
 struct M1OnePanel : Base {
   static constexpr int panels_for(int) { return 1; }
 };
+// 6 accumulator chains (the 1 x 2 tile's 4 wait on FMA latency); groups of
+// 6 panels so that every tile is whole.
+struct M1ThreePanels : Base {
+  static constexpr int64_t kStreamPanels = 6;
+  static constexpr int panels_for(int rows) { return rows == 1 ? 3 : 1; }
+};
 struct M1FourPanels : Base {
   static constexpr int panels_for(int rows) { return rows == 1 ? 4 : 1; }
 };
@@ -62,6 +68,7 @@ std::vector<AwqTuning> awq_tunings_avx2() {
   return {{"default", run<Base>},
           {"before M=1 change (1x1 tile, no prefetch)", run<Before>},
           {"M=1 tile 1 row x 1 panel", run<M1OnePanel>},
+          {"M=1 tile 1 row x 3 panels", run<M1ThreePanels>},
           {"M=1 tile 1 row x 4 panels", run<M1FourPanels>},
           {"no software prefetch", run<NoPrefetch>},
           {"no code prefetch", run<NoCodePrefetch>},
