@@ -3,8 +3,9 @@
 // vpmaddubsw, which saturates at 16 bits: int4 weights (<= 15) are safe
 // (15·128·2 < 2^15; the products of 4 octets of k, or 64 against int4
 // activations, are even summed in i16: kI16Octets in int_micro_impl.hpp);
-// int8 weights run as |w| against x·sign(w) (BiasedInt8 there). The AVX-VNNI variant is compiled in
-// int_gemm.avxvnni.cpp, so no AVX-VNNI code is in this file.
+// int8 weights run as |w| against x·sign(w) (BiasedInt8 there). The
+// AVX-VNNI variant is compiled in int_gemm.avxvnni.cpp, so no AVX-VNNI code
+// is in this file.
 #include "kernels/cpu.hpp"
 #include "kernels/x86/int_gemm_impl.hpp"
 

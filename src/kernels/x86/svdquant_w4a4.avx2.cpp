@@ -2,9 +2,9 @@
 // AVX-VNNI group dots (`vpdpbusd ymm`) or without (vpmaddubsw products
 // summed in i16 over the 64-group, one vpmaddwd at its end: an i16 lane
 // sums 32 products of weight offsets 0..15 and activation codes -8..15, so
-// |.| <= 32·15·15 = 7200 is exact and the int32 result is the same). The AVX-VNNI variant
-// is compiled in svdquant_w4a4.avxvnni.cpp, so no AVX-VNNI code is in this
-// file.
+// |.| <= 32·15·15 = 7200 is exact and the int32 result is the same). The
+// AVX-VNNI variant is compiled in svdquant_w4a4.avxvnni.cpp, so no AVX-VNNI
+// code is in this file.
 #include "kernels/x86/no_fp_contract.hpp"
 #include "kernels/x86/svdquant_w4a4_impl.hpp"
 
