@@ -163,7 +163,8 @@ TEST(IntKernels, W4A4Int4AndInt8Activations) {
 // 4 · 4 · 15 · 127 = 30480, within int16; a longer chain would wrap here.
 // The GEMV on in-place rows (M <= 24) gives a lane 8 products per 64-byte
 // step: 32 steps against int4 activations, so K = 8192 (64 steps) is needed
-// to see a chain twice as long wrap.
+// to see a chain twice as long wrap. Int8 weights 127 against ±127 check
+// the other end: the |w| · x·sign(w) pairs (2·127·127) fit int16 unsummed.
 TEST(IntKernels, ExtremeCodesGiveExactSums) {
   uint64_t seed = 300;
   for (int64_t m : {1, 7, 33, 64})
