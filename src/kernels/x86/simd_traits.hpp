@@ -379,15 +379,17 @@ struct ColumnTables<8> {
     const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[4 + j]));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
   }
-  // tab[0..3] = load() of the 8 tables lut + 16·row[c] (c = 0..7), the row
-  // offsets computed 8 at a time (no pointer array).
+  // tab[0..3] = load() of the 8 tables lut + 16·row[c] (c = 0..7), no
+  // pointer array. Each offset is a byte load and a shift: computing them 8
+  // at a time through a stored vector (as ColumnTables<16> does) put a
+  // store-to-load round trip before every table, and M = 1 asym_w4a8 ran
+  // 1.1-1.2x slower on Zen 2 (BENCHMARKS.md).
   static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
-    alignas(32) uint32_t at[8];
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(at), _mm256_slli_epi32(_mm256_cvtepu8_epi32(bytes), 4));
+    auto table = [&](int c) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + (static_cast<size_t>(row[c]) << 4)));
+    };
     for (int j = 0; j < 4; ++j) {
-      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[j]));
-      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[4 + j]));
+      const __m128i lo = table(j), hi = table(4 + j);
       tab[j] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
     }
   }
