@@ -5,9 +5,9 @@
 // from int_gemm_impl.hpp (the per-target translation units' anonymous
 // namespace).
 //
-// Per group and panel the 16 columns' tables are built once
-// (group_table_registers: the u8 operand w8 + 128 of each code), then each
-// 64-byte code step (8 k: low nibbles k0..k0+3, high nibbles k0+4..k0+7,
+// Per group, panel and column vector (16 / kLanes of them) the columns'
+// tables are built once (group_table_registers: the u8 operand w8 + 128 of
+// each code), then that vector of each 64-byte code step (8 k: low nibbles k0..k0+3, high nibbles k0+4..k0+7,
 // int_pack.hpp) is looked up and multiplied by the tokens' activation bytes:
 // the very u8 / s8 operands the micro-kernel reads from decode_panel's tile.
 // Integer sums are exact, so summing group by group, panel after panel,
@@ -43,18 +43,19 @@ struct ShuffleLookup {
   static constexpr int H = 16 / V::kLanes;
   typename V::F levels[H];
   alignas(64) int8_t scratch[kPanelCols][16];
-  I tv[H][4];
+  I tv[4];  // the tables of one column vector (ColumnTables)
   explicit ShuffleLookup(const PackedIntWeights& w) {
     for (int h = 0; h < H; ++h) levels[h] = V::load(w.levels + h * V::kLanes);
   }
-  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g) {
-    group_table_registers<V>(w, pn, g, levels, scratch, tv);
+  // The tables of column vector v (16 / kLanes per panel) for group g.
+  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v) {
+    group_table_registers<V>(w, pn, g, v, levels, scratch, tv);
   }
-  // Vector v's operands for the codes in the low nibbles of `codes` (the
-  // high nibbles with `high`).
-  __attribute__((always_inline)) I operands(int v, I codes, bool high) const {
+  // The operands of the current column vector for the codes in the low
+  // nibbles of `codes` (the high nibbles with `high`).
+  __attribute__((always_inline)) I operands(I codes, bool high) const {
     const I low4 = V::set1b(0x0F);
-    return ColumnTables<V::kLanes>::lookup(tv[v], V::andi(high ? V::template srli16<4>(codes) : codes, low4));
+    return ColumnTables<V::kLanes>::lookup(tv, V::andi(high ? V::template srli16<4>(codes) : codes, low4));
   }
 };
 
@@ -79,26 +80,26 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
   for (int64_t g = 0; g < w.groups; ++g) {
     MIXQ_UNROLL
     for (int p = 0; p < P; ++p) {
-      lookup.tables(w, panel[p], g);
-      for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
-        const uint8_t* step = src[p] + k8 * 64;
-        if (ahead > 0) _mm_prefetch(reinterpret_cast<const char*>(step + ahead), _MM_HINT_T0);
-        BiasedInt8<V> lo[H], hi[H];
-        MIXQ_UNROLL
-        for (int v = 0; v < H; ++v) {
+      // One column vector at a time: its 4 tables and its MR accumulators
+      // are all the registers the code steps keep. AVX2 (2 vectors): with
+      // both vectors' tables at once the accumulators and tables spilled,
+      // and M = 1 ran 1.15-1.2x slower on Zen 2 (BENCHMARKS.md).
+      MIXQ_UNROLL
+      for (int v = 0; v < H; ++v) {
+        lookup.tables(w, panel[p], g, v);
+        for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
+          const uint8_t* step = src[p] + k8 * 64;
+          if (ahead > 0 && v == 0) _mm_prefetch(reinterpret_cast<const char*>(step + ahead), _MM_HINT_T0);
           const I codes = V::loadi_a(step + 4 * L * v);
-          lo[v] = BiasedInt8<V>::of(lookup.operands(v, codes, false));
-          hi[v] = BiasedInt8<V>::of(lookup.operands(v, codes, true));
-        }
-        const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
-        const int8_t* a_hi = a_lo + kMr * 4;
-        MIXQ_UNROLL
-        for (int r = 0; r < MR; ++r) {
-          const I x_lo = V::bcast4(a_lo + 4 * r), x_hi = V::bcast4(a_hi + 4 * r);
+          const BiasedInt8<V> lo = BiasedInt8<V>::of(lookup.operands(codes, false));
+          const BiasedInt8<V> hi = BiasedInt8<V>::of(lookup.operands(codes, true));
+          const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
+          const int8_t* a_hi = a_lo + kMr * 4;
           MIXQ_UNROLL
-          for (int v = 0; v < H; ++v) {
-            c[r][p * H + v] = lo[v].dot(c[r][p * H + v], x_lo);
-            c[r][p * H + v] = hi[v].dot(c[r][p * H + v], x_hi);
+          for (int r = 0; r < MR; ++r) {
+            const I x_lo = V::bcast4(a_lo + 4 * r), x_hi = V::bcast4(a_hi + 4 * r);
+            c[r][p * H + v] = lo.dot(c[r][p * H + v], x_lo);
+            c[r][p * H + v] = hi.dot(c[r][p * H + v], x_hi);
           }
         }
       }

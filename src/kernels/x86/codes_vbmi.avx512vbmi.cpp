@@ -27,10 +27,10 @@ struct VbmiLookup {
                                   0x60606060, 0x70707070)) {
     levels[0] = Avx512::load(w.levels);
   }
-  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g) {
-    group_table_registers<Avx512, true>(w, pn, g, levels, scratch, &t);
+  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v) {
+    group_table_registers<Avx512, true>(w, pn, g, v, levels, scratch, t);
   }
-  __attribute__((always_inline)) I operands(int, I codes, bool high) const {
+  __attribute__((always_inline)) I operands(I codes, bool high) const {
     // (codes & 0x0F) | pattern in one ternary-logic op (0xEA: A & B | C).
     const I idx = _mm512_ternarylogic_epi32(high ? _mm512_srli_epi16(codes, 4) : codes, _mm512_set1_epi8(0x0F),
                                             pattern, 0xEA);

@@ -17,24 +17,25 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// The 16-entry tables of the 16 columns of panel `pn` for group g into
-// tab[16], each entry the u8 operand w8 + 128 (int_pack.hpp): E4M3 s_rel
-// reads the precomputed table of its byte; f32 s_rel computes
+// The 16-entry tables of columns c0 .. c0 + count - 1 of panel `pn` for
+// group g into tab[c], each entry the u8 operand w8 + 128 (int_pack.hpp):
+// E4M3 s_rel reads the precomputed table of its byte; f32 s_rel computes
 // w8 = clamp(rint(level · s_rel), -127, 127) into `scratch` (one fp32 product
 // per entry; clamping before the rounding gives the same integers, as ±127
 // are integers), then flips the sign bit (w8 ^ 0x80 = w8 + 128 as a byte).
 template <class V>
-void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typename V::F* levels,
+void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, int c0, int count, const typename V::F* levels,
                   int8_t (*scratch)[16], const int8_t** tab) {
   using I = typename V::I;
   constexpr int L = V::kLanes;
   const int64_t at = (pn * w.groups + g) * kPanelCols;
   if (!w.s_rel_e4m3.empty()) {
-    for (int c = 0; c < kPanelCols; ++c) tab[c] = w.code_lut.data() + 16 * w.s_rel_e4m3[static_cast<size_t>(at + c)];
+    for (int c = c0; c < c0 + count; ++c)
+      tab[c] = w.code_lut.data() + 16 * w.s_rel_e4m3[static_cast<size_t>(at + c)];
     return;
   }
   const typename V::F lo = V::set1(-127.0f), hi = V::set1(127.0f);
-  for (int c = 0; c < kPanelCols; ++c) {
+  for (int c = c0; c < c0 + count; ++c) {
     const typename V::F s = V::set1(w.s_rel_f32[static_cast<size_t>(at + c)]);
     I q[2];
     for (int h = 0; h < 16 / L; ++h) q[h] = V::cvtr(V::min(V::max(V::mul(levels[h], s), lo), hi));
@@ -48,38 +49,34 @@ void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, const typena
   }
 }
 
-// The tables of panel `pn`'s 16 columns for group g as ColumnTables
-// registers tv[H][4] (H = 16 / kLanes): E4M3 s_rel straight from code_lut by
-// the 16 scale bytes (ColumnTables::load_rows; building them through a
-// pointer array made an M = 1 call 1.2-1.3x slower, BENCHMARKS.md), f32
-// s_rel through group_tables' products (`scratch`: the caller's, so that
-// this inlines into the code loops with no stack realignment). Inlined:
-// called out of line, tv went through memory (M = 1 1.4x slower).
-// kColumnsInOrder: ColumnTables<16>'s other lane order (the VBMI lookup's).
+// The tables of panel `pn`'s columns v·kLanes .. v·kLanes + kLanes - 1 (the
+// column vector v of a code step) for group g as ColumnTables registers
+// tv[4]: E4M3 s_rel straight from code_lut by the scale bytes
+// (ColumnTables::load_rows; building them through a pointer array made an
+// M = 1 call 1.2-1.3x slower, BENCHMARKS.md), f32 s_rel through
+// group_tables' products (`scratch`: the caller's, so that this inlines into
+// the code loops with no stack realignment). Inlined: called out of line,
+// tv went through memory (M = 1 1.4x slower). kColumnsInOrder:
+// ColumnTables<16>'s other lane order (the VBMI lookup's).
 template <class V, bool kColumnsInOrder = false>
 __attribute__((always_inline)) inline void group_table_registers(const PackedIntWeights& w, int64_t pn, int64_t g,
-                                                                 const typename V::F* levels,
-                                                                 int8_t (*scratch)[16], typename V::I (*tv)[4]) {
+                                                                 int v, const typename V::F* levels,
+                                                                 int8_t (*scratch)[16], typename V::I* tv) {
   using T = ColumnTables<V::kLanes>;
-  constexpr int L = V::kLanes, H = 16 / L;
+  constexpr int L = V::kLanes;
   if (!w.s_rel_e4m3.empty()) {
-    const uint8_t* row = w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols;
-    MIXQ_UNROLL
-    for (int v = 0; v < H; ++v) {
-      if constexpr (kColumnsInOrder) T::template load_rows<true>(w.code_lut.data(), row + v * L, tv[v]);
-      else T::load_rows(w.code_lut.data(), row + v * L, tv[v]);
-    }
+    const uint8_t* row = w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols + v * L;
+    if constexpr (kColumnsInOrder) T::template load_rows<true>(w.code_lut.data(), row, tv);
+    else T::load_rows(w.code_lut.data(), row, tv);
     return;
   }
   const int8_t* tab[kPanelCols];
-  group_tables<V>(w, pn, g, levels, scratch, tab);
+  group_tables<V>(w, pn, g, v * L, L, levels, scratch, tab);
   MIXQ_UNROLL
-  for (int v = 0; v < H; ++v)
-    MIXQ_UNROLL
-    for (int j = 0; j < 4; ++j) {
-      if constexpr (kColumnsInOrder) tv[v][j] = T::template load<true>(tab + v * L, j);
-      else tv[v][j] = T::load(tab + v * L, j);
-    }
+  for (int j = 0; j < 4; ++j) {
+    if constexpr (kColumnsInOrder) tv[j] = T::template load<true>(tab + v * L, j);
+    else tv[j] = T::load(tab + v * L, j);
+  }
 }
 
 // Decodes panel `pn` of codes (int_pack.hpp) into the int8 panel layout
@@ -108,7 +105,8 @@ void decode_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t p
     if (k0 < next) return;
     ++g;
     next += w.group_size;
-    group_table_registers<V>(w, pn, g, levels, scratch, tv);
+    MIXQ_UNROLL
+    for (int v = 0; v < H; ++v) group_table_registers<V>(w, pn, g, v, levels, scratch, tv[v]);
   };
   for (int64_t k8 = 0; k8 < w.kp / 8; ++k8) {
     if (prefetch_bytes > 0) _mm_prefetch(reinterpret_cast<const char*>(src + k8 * 64 + prefetch_bytes), _MM_HINT_T0);
