@@ -38,8 +38,9 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 
-struct CodesToTile : Base {  // 4-bit codes decoded to a tile at every M
-  static constexpr int64_t kCodesInRegistersRows = 0;
+template <int64_t Rows>
+struct CodesInRegisters : Base {  // 4-bit codes: looked up in registers up to Rows tokens, else a tile
+  static constexpr int64_t kCodesInRegistersRows = Rows;
 };
 
 template <class V, class T>
@@ -74,7 +75,8 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
           {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>},
-          {"4-bit codes decoded to a tile at every M (before)", make<V, CodesToTile>},
+          {"4-bit codes decoded to a tile at every M (before)", make<V, CodesInRegisters<0>>},
+          {"4-bit codes in registers up to 12 rows", make<V, CodesInRegisters<12>>},
           {"rows read in place (no packed copy)", make_in_place<V>},
           {"in place, 1 row stream", make_in_place<V, Rows1>},
           {"in place, 8 row streams", make_in_place<V, Rows8>}};

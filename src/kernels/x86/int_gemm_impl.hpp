@@ -95,7 +95,8 @@ namespace {
 //    the P panels side by side); more tokens decode a tile of P panels once
 //    and run the micro-kernel over it. kMr on both targets: at M = 8 one more
 //    lookup pass made the call 1.3-1.8x slower than the tile (AVX-512,
-//    bench_int_tunings --format asym_w4a8_int8 --m 8; not measured on AVX2).
+//    bench_int_tunings --format asym_w4a8_int8 --m 8 --tuning 4-bit); AVX2
+//    (Zen 2): 1.04-1.06x slower at M = 8, 1.06-1.22x at M = 7.
 //  kCodesVbmi: on a CPU with AVX-512 VBMI, codes_micro looks codes up with
 //    `vpermi2b` (codes_vbmi.avx512vbmi.cpp): 1.06-1.16x at M = 1 against
 //    ColumnTables' `vpshufb` (bench_int_tunings --tuning vpshufb).
