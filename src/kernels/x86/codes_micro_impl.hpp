@@ -7,19 +7,21 @@
 //
 // Per group, panel and column vector (16 / kLanes of them) the columns'
 // tables are built once (group_table_registers: the u8 operand w8 + 128 of
-// each code), then that vector of each 64-byte code step (8 k: low nibbles k0..k0+3, high nibbles k0+4..k0+7,
-// int_pack.hpp) is looked up and multiplied by the tokens' activation bytes:
-// the very u8 / s8 operands the micro-kernel reads from decode_panel's tile.
-// Integer sums are exact, so summing group by group, panel after panel,
-// gives the same integers and the same bits after the epilogue.
+// each code), then that vector of each 64-byte code step (8 k: low nibbles
+// k0..k0+3, high nibbles k0+4..k0+7, int_pack.hpp) is looked up and
+// multiplied by the tokens' activation bytes: the very u8 / s8 operands the
+// micro-kernel reads from decode_panel's tile. Integer sums are exact, so
+// summing group by group, panel after panel, gives the same integers and
+// the same bits after the epilogue.
 //
 // Why: with the tile, an M = 1 call wrote and re-read two bytes for every
 // byte of codes and walked the P panels one after another; in registers the
 // P panels are P memory streams: M = 1 runs 1.3-1.6x faster, M = 2-6
 // 1.07-1.26x. From 7 tokens each 6-token panel would look every code up
 // again, and the tile, decoded once, is faster (bench_int_tunings --format
-// asym_w4a8_int8, BENCHMARKS.md). Groups must be whole code steps (group_size % 8 == 0; 16
-// is the format's default); group_size 4 keeps the tile.
+// asym_w4a8_int8, BENCHMARKS.md). Groups must be whole code steps
+// (group_size % 8 == 0; 16 is the format's default); group_size 4 keeps the
+// tile.
 #include <immintrin.h>
 
 #include <cstdint>
