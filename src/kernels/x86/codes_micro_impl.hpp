@@ -45,17 +45,16 @@ struct ShuffleLookup {
   static constexpr int H = 16 / V::kLanes;
   typename V::F levels[H];
   alignas(64) int8_t scratch[kPanelCols][16];
-  I tv[4];  // the tables of one column vector (ColumnTables)
   explicit ShuffleLookup(const PackedIntWeights& w) {
     for (int h = 0; h < H; ++h) levels[h] = V::load(w.levels + h * V::kLanes);
   }
-  // The tables of column vector v (16 / kLanes per panel) for group g.
-  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v) {
+  // The tables tv[4] of column vector v (16 / kLanes per panel) for group g.
+  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v, I* tv) {
     group_table_registers<V>(w, pn, g, v, levels, scratch, tv);
   }
-  // The operands of the current column vector for the codes in the low
-  // nibbles of `codes` (the high nibbles with `high`).
-  __attribute__((always_inline)) I operands(I codes, bool high) const {
+  // The operands of the column vector whose tables are tv for the codes in
+  // the low nibbles of `codes` (the high nibbles with `high`).
+  __attribute__((always_inline)) I operands(const I* tv, I codes, bool high) const {
     const I low4 = V::set1b(0x0F);
     return ColumnTables<V::kLanes>::lookup(tv, V::andi(high ? V::template srli16<4>(codes) : codes, low4));
   }
@@ -88,13 +87,17 @@ void codes_micro(const PackedIntWeights& w, const int8_t* a, const int64_t* pane
       // and M = 1 ran 1.15-1.2x slower on Zen 2 (BENCHMARKS.md).
       MIXQ_UNROLL
       for (int v = 0; v < H; ++v) {
-        lookup.tables(w, panel[p], g, v);
+        // A local, not a member of `lookup` (which the out-of-line f32
+        // table builder sees through `scratch`): g++ then keeps the tables
+        // in registers only, where it stored them to `lookup` once per group.
+        I tv[4];
+        lookup.tables(w, panel[p], g, v, tv);
         for (int64_t k8 = g * group_steps; k8 < (g + 1) * group_steps; ++k8) {
           const uint8_t* step = src[p] + k8 * 64;
           if (ahead > 0 && v == 0) _mm_prefetch(reinterpret_cast<const char*>(step + ahead), _MM_HINT_T0);
           const I codes = V::loadi_a(step + 4 * L * v);
-          const BiasedInt8<V> lo = BiasedInt8<V>::of(lookup.operands(codes, false));
-          const BiasedInt8<V> hi = BiasedInt8<V>::of(lookup.operands(codes, true));
+          const BiasedInt8<V> lo = BiasedInt8<V>::of(lookup.operands(tv, codes, false));
+          const BiasedInt8<V> hi = BiasedInt8<V>::of(lookup.operands(tv, codes, true));
           const int8_t* a_lo = a + 2 * k8 * kMr * 4;  // int8 steps 2·k8 (low nibbles) and 2·k8 + 1
           const int8_t* a_hi = a_lo + kMr * 4;
           MIXQ_UNROLL

@@ -19,7 +19,6 @@ struct VbmiLookup {
   using I = __m512i;
   Avx512::F levels[1];
   alignas(64) int8_t scratch[kPanelCols][16];
-  I t[4];  // t[j]: the tables of columns 4j .. 4j+3, one per 128-bit lane
   I pattern;  // 16·(c % 8) in every byte of dword c
   explicit VbmiLookup(const PackedIntWeights& w)
       : pattern(_mm512_setr_epi32(0, 0x10101010, 0x20202020, 0x30303030, 0x40404040, 0x50505050, 0x60606060,
@@ -27,10 +26,11 @@ struct VbmiLookup {
                                   0x60606060, 0x70707070)) {
     levels[0] = Avx512::load(w.levels);
   }
-  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v) {
+  // t[j]: the tables of columns 4j .. 4j+3, one per 128-bit lane.
+  __attribute__((always_inline)) void tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v, I* t) {
     group_table_registers<Avx512, true>(w, pn, g, v, levels, scratch, t);
   }
-  __attribute__((always_inline)) I operands(I codes, bool high) const {
+  __attribute__((always_inline)) I operands(const I* t, I codes, bool high) const {
     // (codes & 0x0F) | pattern in one ternary-logic op (0xEA: A & B | C).
     const I idx = _mm512_ternarylogic_epi32(high ? _mm512_srli_epi16(codes, 4) : codes, _mm512_set1_epi8(0x0F),
                                             pattern, 0xEA);
