@@ -17,25 +17,26 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// The 16-entry tables of columns c0 .. c0 + count - 1 of panel `pn` for
-// group g into tab[c], each entry the u8 operand w8 + 128 (int_pack.hpp):
+// The 16-entry tables of column vector v (columns v·kLanes .. v·kLanes +
+// kLanes - 1) of panel `pn` for group g into tab[c], each entry the u8 operand w8 + 128 (int_pack.hpp):
 // E4M3 s_rel reads the precomputed table of its byte; f32 s_rel computes
 // w8 = clamp(rint(level · s_rel), -127, 127) into `scratch` (one fp32 product
 // per entry; clamping before the rounding gives the same integers, as ±127
 // are integers), then flips the sign bit (w8 ^ 0x80 = w8 + 128 as a byte).
 template <class V>
-void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, int c0, int count, const typename V::F* levels,
+void group_tables(const PackedIntWeights& w, int64_t pn, int64_t g, int v, const typename V::F* levels,
                   int8_t (*scratch)[16], const int8_t** tab) {
   using I = typename V::I;
   constexpr int L = V::kLanes;
   const int64_t at = (pn * w.groups + g) * kPanelCols;
+  const int c0 = v * L;
   if (!w.s_rel_e4m3.empty()) {
-    for (int c = c0; c < c0 + count; ++c)
+    for (int c = c0; c < c0 + L; ++c)
       tab[c] = w.code_lut.data() + 16 * w.s_rel_e4m3[static_cast<size_t>(at + c)];
     return;
   }
   const typename V::F lo = V::set1(-127.0f), hi = V::set1(127.0f);
-  for (int c = c0; c < c0 + count; ++c) {
+  for (int c = c0; c < c0 + L; ++c) {
     const typename V::F s = V::set1(w.s_rel_f32[static_cast<size_t>(at + c)]);
     I q[2];
     for (int h = 0; h < 16 / L; ++h) q[h] = V::cvtr(V::min(V::max(V::mul(levels[h], s), lo), hi));
@@ -71,7 +72,7 @@ __attribute__((always_inline)) inline void group_table_registers(const PackedInt
     return;
   }
   const int8_t* tab[kPanelCols];
-  group_tables<V>(w, pn, g, v * L, L, levels, scratch, tab);
+  group_tables<V>(w, pn, g, v, levels, scratch, tab);
   MIXQ_UNROLL
   for (int j = 0; j < 4; ++j) {
     if constexpr (kColumnsInOrder) tv[j] = T::template load<true>(tab + v * L, j);
