@@ -41,6 +41,13 @@ template <class V>
 struct SvdquantTile {
   static constexpr int kRows = 4;
   static constexpr int kPanels = V::kLanes == 16 ? 3 : 1;
+  // One row (M = 1, weights streamed from DRAM): 1 × 4 panels on AVX2 (8
+  // i16 group accumulators and 8 fp32 outputs), four panel streams per
+  // thread instead of one. Zen 2, bench_decode --format svdquant_w4a4,
+  // builds alternating: 1.38-1.50x faster than 1 × 1 at one thread,
+  // 1.08-1.39x (medians) at two; 1 × 2 between them (BENCHMARKS.md, "Issue
+  // 14 on AVX2: Zen 2, tenth session").
+  static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
@@ -330,6 +337,17 @@ void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64
   for (; p < p_end; ++p) rows<V, 1>(pk, a, m_begin, m_end, p, prefetch, y);
 }
 
+// One row (M = 1) against panels [p_begin, p_end), streamed: kOneRowPanels
+// at a time, then one.
+template <class V>
+void one_row(const SvdquantPacked& pk, const SvdquantActs& a, int64_t p_begin, int64_t p_end, float* y) {
+  constexpr int CB = SvdquantTile<V>::kOneRowPanels;
+  int64_t p = p_begin;
+  for (; p + CB <= p_end; p += CB) block<V, 1, CB>(pk, a, 0, p, kStreamPrefetchBytes, y);
+  if constexpr (CB > 1)
+    for (; p < p_end; ++p) block<V, 1, 1>(pk, a, 0, p, kStreamPrefetchBytes, y);
+}
+
 #if defined(MIXQ_SVDQUANT_AMX)
 // Rows [m_begin, m_end) on AMX: panels outer (each unpacked once into this
 // thread's buffer), 16-row tiles inner, the rows left over by block().
@@ -375,12 +393,14 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   });
   prepare.end();
   util::PhaseScope gemm("W4A4 GEMM + low-rank up + epilogue");
-  constexpr int64_t CB = SvdquantTile<V>::kPanels;
   if (m <= 16) {
-    // Memory-bound: each thread streams its own panels once.
-    const int64_t groups = (pk.panels + CB - 1) / CB;
-    util::parallel_for(groups, 1, [&](int64_t begin, int64_t end, int) {
-      run<V>(pk, a, 0, m, begin * CB, std::min(end * CB, pk.panels), kStreamPrefetchBytes, y);
+    // Memory-bound: each thread streams its own panels once, in groups of
+    // the block's panels.
+    const int64_t group = m == 1 ? SvdquantTile<V>::kOneRowPanels : SvdquantTile<V>::kPanels;
+    util::parallel_for((pk.panels + group - 1) / group, 1, [&](int64_t begin, int64_t end, int) {
+      const int64_t p0 = begin * group, p1 = std::min(end * group, pk.panels);
+      if (m == 1) one_row<V>(pk, a, p0, p1, y);
+      else run<V>(pk, a, 0, m, p0, p1, kStreamPrefetchBytes, y);
     });
   } else if (amx) {
     if constexpr (V::kLanes == 16) {
