@@ -9,7 +9,9 @@
 // group), given as a fraction of the read bandwidth calibrated in the same
 // run (median and best pass).
 //
-//   bench_awq_tunings [--quick] [--m M ..] [--shape KxN ..] [--group G] [--threads N]
+//   bench_awq_tunings [--quick] [--m M ..] [--shape KxN ..] [--group G] [--threads N] [--in-cache]
+//   --in-cache: one copy of the weights at every M (no DRAM ring): with a
+//            small shape, the kernels' compute rate.
 //   defaults: M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; group 64;
 //   2 threads. Example, the large-M tiles: --m 64 --m 4096 --shape 3072x3072
 #include <algorithm>
@@ -38,12 +40,14 @@ using mixq::kernels::x86::AwqPacked;
 
 struct Options : BenchArgs {
   int64_t group = 64;
+  bool in_cache = false;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
   static_cast<BenchArgs&>(o) =
       parse_args("bench_awq_tunings", argc, argv, [&](const std::string& flag, const auto& value) {
+        if (flag == "--in-cache") return o.in_cache = true;
         if (flag != "--group") return false;
         o.group = std::atol(value());
         return true;
@@ -95,7 +99,7 @@ int main(int argc, char** argv) try {
       // Codes + BF16 scale and zero per (group, column): what the file stores
       // and the packed layer holds.
       const double stored = double(n) * double(k) / 2 + 4.0 * double(n) * double(k / o.group);
-      const int copies = m <= 16 ? ring_copies(stored) : 1;
+      const int copies = m <= 16 && !o.in_cache ? ring_copies(stored) : 1;
       std::vector<AwqPacked> ring;
       for (int c = 0; c < copies; ++c) ring.push_back(random_packed(k, n, o.group, static_cast<uint32_t>(c + 1)));
       const std::vector<float> x = random_activations(m * k);
