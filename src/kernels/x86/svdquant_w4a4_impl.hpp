@@ -35,8 +35,9 @@ namespace {
 // the stack, and still the fastest block measured). Chosen by
 // timing M = 16 / 1024 / 4096 (BENCHMARKS.md: AVX-512 4 × 3 against 4 × 2,
 // 3 × 4 and 6 × 2; AVX2 4 × 1 against 2 × 1, 3 × 1 and 1 × 2);
-// bench_phases and bench_linear_more time the layer (svdquant has no
-// quantizer, so `mixq bench` cannot).
+// bench_svdquant_tunings runs such variations side by side, bench_phases
+// and bench_linear_more time the layer (svdquant has no quantizer, so
+// `mixq bench` cannot).
 template <class V>
 struct SvdquantTile {
   static constexpr int kRows = 4;
@@ -305,12 +306,12 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
 #endif
 
 
-// Rows [m_begin, m_end) against CB panels from p, kRows rows at a time, then
-// the remaining rows in one smaller block.
-template <class V, int CB>
+// Rows [m_begin, m_end) against CB panels from p, Tile::kRows rows at a
+// time, then the remaining rows in one smaller block.
+template <class V, int CB, class Tile = SvdquantTile<V>>
 void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p,
           int64_t prefetch, float* y) {
-  constexpr int R = SvdquantTile<V>::kRows;
+  constexpr int R = Tile::kRows;
   static_assert(R <= 6, "the remainder cases below go up to 5 rows");
   int64_t m = m_begin;
   for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, prefetch, y);
@@ -328,20 +329,20 @@ void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int6
 // bytes) is fetched once and reused from L1/L2 by every row of the range.
 // (Rows outer re-read the whole weight from L3 for every few rows: 3x slower
 // at M = 4096 on AVX-512.)
-template <class V>
+template <class V, class Tile = SvdquantTile<V>>
 void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
          int64_t p_end, int64_t prefetch, float* y) {
-  constexpr int CB = SvdquantTile<V>::kPanels;
+  constexpr int CB = Tile::kPanels;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) rows<V, CB>(pk, a, m_begin, m_end, p, prefetch, y);
-  for (; p < p_end; ++p) rows<V, 1>(pk, a, m_begin, m_end, p, prefetch, y);
+  for (; p + CB <= p_end; p += CB) rows<V, CB, Tile>(pk, a, m_begin, m_end, p, prefetch, y);
+  for (; p < p_end; ++p) rows<V, 1, Tile>(pk, a, m_begin, m_end, p, prefetch, y);
 }
 
 // One row (M = 1) against panels [p_begin, p_end), streamed: kOneRowPanels
 // at a time, then one.
-template <class V>
+template <class V, class Tile = SvdquantTile<V>>
 void one_row(const SvdquantPacked& pk, const SvdquantActs& a, int64_t p_begin, int64_t p_end, float* y) {
-  constexpr int CB = SvdquantTile<V>::kOneRowPanels;
+  constexpr int CB = Tile::kOneRowPanels;
   int64_t p = p_begin;
   for (; p + CB <= p_end; p += CB) block<V, 1, CB>(pk, a, 0, p, kStreamPrefetchBytes, y);
   if constexpr (CB > 1)
@@ -367,8 +368,9 @@ void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, i
 #endif
 
 // The whole linear; always inlined into its one per-target entry point, so
-// each target compiles it as one function.
-template <class V>
+// each target compiles it as one function. Tile: the register blocks
+// (SvdquantTile; bench/isa/svdquant_tunings.*.cpp runs others).
+template <class V, class Tile = SvdquantTile<V>>
 __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked& pk, const float* x, int64_t m,
                                                             float* y, bool amx = false) {
   // Kept by the calling thread between calls (grow-only): a fresh one per
@@ -396,11 +398,11 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   if (m <= 16) {
     // Memory-bound: each thread streams its own panels once, in groups of
     // the block's panels.
-    const int64_t group = m == 1 ? SvdquantTile<V>::kOneRowPanels : SvdquantTile<V>::kPanels;
+    const int64_t group = m == 1 ? Tile::kOneRowPanels : Tile::kPanels;
     util::parallel_for((pk.panels + group - 1) / group, 1, [&](int64_t begin, int64_t end, int) {
       const int64_t p0 = begin * group, p1 = std::min(end * group, pk.panels);
-      if (m == 1) one_row<V>(pk, a, p0, p1, y);
-      else run<V>(pk, a, 0, m, p0, p1, kStreamPrefetchBytes, y);
+      if (m == 1) one_row<V, Tile>(pk, a, p0, p1, y);
+      else run<V, Tile>(pk, a, 0, m, p0, p1, kStreamPrefetchBytes, y);
     });
   } else if (amx) {
     if constexpr (V::kLanes == 16) {
@@ -415,7 +417,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   } else {
     util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t b = begin; b < end; ++b)
-        run<V>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, 0, y);
+        run<V, Tile>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, 0, y);
     });
   }
 }
