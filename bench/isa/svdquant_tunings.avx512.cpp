@@ -2,40 +2,19 @@
 // in svdquant_w4a4_impl.hpp) for bench_svdquant_tunings: each differs from
 // the default in one member (the blocks BENCHMARKS.md compared, "third
 // session").
-#include "kernels/x86/no_fp_contract.hpp"
-#include "kernels/x86/svdquant_w4a4_impl.hpp"
+#include "isa/svdquant_tunings_variants.hpp"
 #include "support/svdquant_tunings.hpp"
-
-namespace mixq::kernels::x86 {
-namespace {
-
-using Base = SvdquantTile<Avx512>;
-template <int Panels>
-struct OneRowPanels : Base {
-  static constexpr int kOneRowPanels = Panels;
-};
-template <int Rows, int Panels>
-struct Block : Base {
-  static constexpr int kRows = Rows, kPanels = Panels;
-};
-
-template <class T>
-void run(const SvdquantPacked& w, const float* x, int64_t m, float* y) {
-  svdquant_forward<Avx512, T>(w, x, m, y);
-}
-
-}  // namespace
-}  // namespace mixq::kernels::x86
 
 namespace mixq::bench {
 
 std::vector<SvdquantTuning> svdquant_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default", run<Base>},
-          {"M=1 block 1 row x 2 panels", run<OneRowPanels<2>>},
-          {"M=1 block 1 row x 4 panels", run<OneRowPanels<4>>},
-          {"2+ rows: block 4 rows x 2 panels", run<Block<4, 2>>},
-          {"2+ rows: block 3 rows x 4 panels", run<Block<3, 4>>}};
+  using Base = SvdquantTile<Avx512>;
+  return {{"default", run_tuned<Avx512, Base>},
+          {"M=1 block 1 row x 2 panels", run_tuned<Avx512, OneRowPanels<Base, 2>>},
+          {"M=1 block 1 row x 4 panels", run_tuned<Avx512, OneRowPanels<Base, 4>>},
+          {"2+ rows: block 4 rows x 2 panels", run_tuned<Avx512, Block<Base, 4, 2>>},
+          {"2+ rows: block 3 rows x 4 panels", run_tuned<Avx512, Block<Base, 3, 4>>}};
 }
 
 }  // namespace mixq::bench
