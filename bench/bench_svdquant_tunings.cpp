@@ -8,7 +8,8 @@
 // "stored GB/s" counts the bytes the packed layer holds (codes, group scales,
 // low-rank factors, smooth, bias), given as a fraction of the read bandwidth
 // calibrated in the same run; larger M reports integer GOPS of the main
-// branch (2·M·N·K).
+// branch (2·M·N·K). On AVX2 the variants are the vpmaddubsw kernel, which
+// a CPU with AVX-VNNI does not run (its layer takes svdquant_avx_vnni).
 //
 //   bench_svdquant_tunings [--quick] [--m M ..] [--shape KxN ..] [--threads N] [--tuning TEXT ..] [--in-cache]
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable), next to the default.
@@ -83,18 +84,17 @@ int main(int argc, char** argv) try {
                                         : isa == mixq::kernels::Isa::avx2 ? svdquant_tunings_avx2()
                                                                           : std::vector<SvdquantTuning>{};
   if (tunings.empty()) {
-    std::printf("bench_svdquant_tunings: no AVX-512 VNNI, and AVX2 only without AVX-VNNI is covered\n");
+    std::printf("bench_svdquant_tunings: no AVX2 or AVX-512 on this CPU\n");
     return 0;
   }
   tunings = keep_picked(tunings, picked);
   const AlternatingRun run = start_alternating(o, avx512 ? "avx512 tunings" : "avx2 tunings");
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
-      const SvdquantPacked first = random_packed(k, n, 1);
-      const double stored = static_cast<double>(first.bytes());
-      const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
       std::vector<SvdquantPacked> ring;
-      ring.push_back(first);
+      ring.push_back(random_packed(k, n, 1));
+      const double stored = static_cast<double>(ring[0].bytes());
+      const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
       for (int c = 1; c < copies; ++c) ring.push_back(random_packed(k, n, static_cast<uint32_t>(c + 1)));
       const std::vector<float> x = random_activations(m * k);
       std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());

@@ -42,12 +42,12 @@ template <class V>
 struct SvdquantTile {
   static constexpr int kRows = 4;
   static constexpr int kPanels = V::kLanes == 16 ? 3 : 1;
-  // One row (M = 1, weights streamed from DRAM): 1 × 4 panels on AVX2 (8
-  // i16 group accumulators and 8 fp32 outputs), four panel streams per
-  // thread instead of one. Zen 2, bench_decode --format svdquant_w4a4,
-  // builds alternating: 1.38-1.50x faster than 1 × 1 at one thread,
-  // 1.08-1.39x (medians) at two; 1 × 2 between them (BENCHMARKS.md, "Issue
-  // 14 on AVX2: Zen 2, tenth session").
+  // One row (M = 1, weights streamed from DRAM): 1 × 4 panels on the ymm
+  // targets (8 group accumulators and 8 fp32 outputs), four panel streams
+  // per thread instead of one. Zen 2 (AVX2; AVX-VNNI not measured),
+  // bench_svdquant_tunings --tuning M=1: 1 × 1 1.22-1.32x slower at two
+  // threads, 1.24-1.45x at one, and equal from cache: the streams, not the
+  // arithmetic (BENCHMARKS.md, "Issue 14 on AVX2: Zen 2, tenth session").
   static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
