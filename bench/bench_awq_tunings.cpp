@@ -116,11 +116,8 @@ int main(int argc, char** argv) try {
         tunings[i].run(ring[next], x.data(), m, y.data());
         next = (next + 1) % ring.size();
       });
-      std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n,
-                  copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
-      std::vector<std::string> names;
-      for (const AwqTuning& t : tunings) names.push_back(t.name);
-      print_variant_table({"tuning", "vs default", 44}, names, times, stored, bw);
+      std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n, ring_suffix(copies, stored).c_str());
+      print_variant_table({"tuning", "vs default", 44}, variant_names(tunings), times, stored, bw);
       std::fflush(stdout);
     }
   return 0;

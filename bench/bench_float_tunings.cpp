@@ -188,11 +188,9 @@ int main(int argc, char** argv) try {
               next = (next + 1) % layers.size();
             });
         std::printf("\n# %s M=%ld K=%ld N=%ld, %s%s\n", f->name, m, k, n, pairs ? "FMA and dot cores" : "FMA core",
-                    copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
-        std::vector<std::string> names;
-        for (const FloatTuning& t : runnable) names.push_back(t.name);
-        print_variant_table({"tuning", "vs default", 68}, names, times, copies > 1 ? stored : 0, run.bw,
-                            2.0 * double(m) * double(n) * double(k), "GFLOPS");
+                    ring_suffix(copies, stored).c_str());
+        print_variant_table({"tuning", "vs default", 68}, variant_names(runnable), times, copies > 1 ? stored : 0,
+                            run.bw, 2.0 * double(m) * double(n) * double(k), "GFLOPS");
         std::fflush(stdout);
       }
   }

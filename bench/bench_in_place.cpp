@@ -139,7 +139,7 @@ int main(int argc, char** argv) try {
           next = (next + 1) % layers.size();
         });
         std::printf("\n# %s M=%ld K=%ld N=%ld%s\n", format.c_str(), m, k, n,
-                    copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
+                    ring_suffix(copies, stored).c_str());
         print_variant_table({"weights", "vs packed", 32}, names, times, copies > 1 ? stored : 0, run.bw,
                             2.0 * double(m) * double(n) * double(k), nvfp4 ? "int GOPS" : "GFLOPS");
         std::fflush(stdout);

@@ -159,11 +159,9 @@ int main(int argc, char** argv) try {
         });
         std::printf("\n# %s M=%ld K=%ld N=%ld, kernel %s%s\n", format.c_str(), m, k, n,
                     std::string(kernels[0][0]->name()).c_str(),
-                    copies > 1 ? ("; " + ring_note(copies, stored)).c_str() : " (one copy: weights reused)");
+                    ring_suffix(copies, stored).c_str());
         // Small M reads the weights from DRAM: bandwidth columns. Large M: GOPS.
-        std::vector<std::string> names;
-        for (const IntTuning& t : tunings) names.push_back(t.name);
-        print_variant_table({"tuning", "vs default", 50}, names, times, copies > 1 ? stored : 0, bw,
+        print_variant_table({"tuning", "vs default", 50}, variant_names(tunings), times, copies > 1 ? stored : 0, bw,
                             2.0 * double(m) * double(n) * double(k));
         std::fflush(stdout);
       }

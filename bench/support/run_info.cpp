@@ -72,4 +72,8 @@ std::string ring_note(int copies, double bytes_per_copy) {
                      llc / (1 << 20));
 }
 
+std::string ring_suffix(int copies, double bytes_per_copy) {
+  return copies > 1 ? "; " + ring_note(copies, bytes_per_copy) : std::string(" (one copy: weights reused)");
+}
+
 }  // namespace mixq::bench

@@ -22,5 +22,8 @@ int ring_copies(double bytes_per_copy);
 
 // "ring: 48 copies = 560 MiB = 17.5x the 32 MiB LLC" for a table header.
 std::string ring_note(int copies, double bytes_per_copy);
+// The end of a point's header line: "; " + ring_note for a ring, " (one
+// copy: weights reused)" for a single copy.
+std::string ring_suffix(int copies, double bytes_per_copy);
 
 }  // namespace mixq::bench

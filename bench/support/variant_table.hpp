@@ -47,6 +47,14 @@ std::vector<Variant> keep_picked(std::vector<Variant> variants, const std::vecto
   return kept;
 }
 
+// The variants' names, in order (the rows of print_variant_table).
+template <class Variant>
+std::vector<std::string> variant_names(const std::vector<Variant>& variants) {
+  std::vector<std::string> names;
+  for (const Variant& v : variants) names.push_back(v.name);
+  return names;
+}
+
 struct VariantColumns {
   const char* first;   // "tuning", "weights"
   const char* versus;  // "vs default", "vs packed"
