@@ -114,7 +114,7 @@ CodeLayer make_layer(int64_t n, int64_t k, int64_t gs, bool e4m3, bool codebook,
 }
 
 // Group sizes the format allows (>= 4, divides or is a multiple of 16).
-const int64_t kGroupSizes[] = {4, 8, 16, 32, 64};
+const int64_t kGroupSizes[] = {4, 8, 16, 32, 48, 64};
 
 TEST(W4a8Codes, InKernelDecodeIsTheFormatDecode) {
   const bool avx2 = mixq::testing::kernel_path("int_gemm_codes:avx2", Isa::avx2);
@@ -209,14 +209,23 @@ TEST(W4a8Codes, GemmOverCodesEqualsGemmOverDecodedWeights) {
   std::vector<Case> cases;
   // Up to 6 tokens the codes are looked up in registers (group_size % 8 ==
   // 0), from 7 through a decoded tile.
-  for (int64_t gs : {int64_t{4}, int64_t{8}, int64_t{16}, int64_t{64}})
+  for (int64_t gs : {int64_t{4}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64}})
     for (bool e4m3 : {true, false})
-      for (int64_t m : {int64_t{1}, int64_t{5}, int64_t{6}, int64_t{7}, int64_t{30}, int64_t{257}})
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{6}, int64_t{7},
+                        int64_t{30}, int64_t{257}})
         cases.push_back({gs, e4m3, m, 4 * 64});
   for (int64_t m : {int64_t{30}, int64_t{130}}) cases.push_back({16, true, m, 53 * 64});
+  // The AVX2 kernels hold codes in 32-k blocks where K % 32 == 0 and 16
+  // divides the group size (k = 256 and 3392 above); K = 272 keeps the
+  // step layout, gs = 48 puts a group boundary inside a block.
+  for (int64_t m : {int64_t{1}, int64_t{6}, int64_t{7}}) {
+    cases.push_back({16, true, m, 272});
+    cases.push_back({48, true, m, 384});
+    cases.push_back({48, false, m, 384});
+  }
   for (const auto& [gs, e4m3, m, k] : cases) {
     const bool codebook = (seed % 2) == 0;
-    const int64_t group = std::max<int64_t>(gs, 16);  // the ConvRot group
+    const int64_t group = gs == 64 ? 64 : 16;  // the ConvRot group (a power of 4 dividing K)
     CodeLayer L = make_layer(70, k, gs, e4m3, codebook, seed++);
     // Realistic scales for the GEMM (the decode test covers the extremes).
     if (!e4m3)

@@ -38,6 +38,11 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 
+template <int64_t Bytes>
+struct CodeBlocksAhead : Base {  // the k-block codes kernel's prefetch distance
+  static constexpr int64_t kCodeBlocksPrefetchBytes = Bytes;
+};
+
 template <int64_t Rows>
 struct CodesInRegisters : Base {  // 4-bit codes: looked up in registers up to Rows tokens, else a tile
   static constexpr int64_t kCodesInRegistersRows = Rows;
@@ -66,7 +71,7 @@ std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
 
 template <class V>
 std::vector<bench::IntTuning> avx2_int_tunings() {
-  return {{"default (activation block 1 MiB, prefetch 1 KiB)", make<V, Base>},
+  return {{"default (act. block 1 MiB, prefetch 1 KiB, codes 4)", make<V, Base>},
           {"activation block 128 KiB", make<V, Block128K>},
           {"activation block 256 KiB (before)", make<V, Block256K>},
           {"activation block 512 KiB", make<V, Block512K>},
@@ -75,6 +80,8 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"small-M prefetch 512 B ahead", make<V, Ahead512>},
           {"small-M prefetch 2 KiB ahead", make<V, Ahead2K>},
           {"small-M prefetch 4 KiB ahead", make<V, Ahead4K>},
+          {"4-bit code blocks prefetched 1 KiB ahead", make<V, CodeBlocksAhead<1024>>},
+          {"4-bit code blocks prefetched 2 KiB ahead", make<V, CodeBlocksAhead<2048>>},
           {"4-bit codes decoded to a tile at every M (before)", make<V, CodesInRegisters<0>>},
           {"4-bit codes in registers up to 12 rows", make<V, CodesInRegisters<12>>},
           {"rows read in place (no packed copy)", make_in_place<V>},

@@ -1,9 +1,10 @@
 #pragma once
-// Few tokens on 4-bit codes (IntCodes, asym_w4a8_int8): the int8
-// micro-kernel's sums with every code looked up in registers, so no decoded
-// tile is written and read back (int_gemm_impl.hpp, run_tile). Include only
-// from int_gemm_impl.hpp (the per-target translation units' anonymous
-// namespace).
+// Few tokens on 4-bit codes (IntCodes, asym_w4a8_int8) in the step layout
+// (int_pack.hpp; the AVX-512 targets, and AVX2 where the k-block layout of
+// codes_blocks_impl.hpp does not apply): the int8 micro-kernel's sums with
+// every code looked up in registers, so no decoded tile is written and read
+// back (int_gemm_impl.hpp, run_tile). Include only from int_gemm_impl.hpp
+// (the per-target translation units' anonymous namespace).
 //
 // Per group, panel and column vector (16 / kLanes of them) the columns'
 // tables are built once (group_table_registers: the u8 operand w8 + 128 of

@@ -25,7 +25,9 @@
 // int8 micro-kernel then reads: small M decodes every panel once per call,
 // large M once per (activation block, tile), i.e. once per MC tokens; up to
 // kCodesInRegistersRows tokens the codes are looked up in registers instead
-// (codes_micro_impl.hpp), no tile.
+// (codes_micro_impl.hpp), no tile. The AVX2 targets hold codes in 32-k
+// blocks where the group size and K allow (int_pack.hpp): their register
+// kernel and decode are codes_blocks_impl.hpp's.
 // On Isa::amx, large M multiplies on AMX-INT8 tiles instead
 // (forward_large_amx, amx_tiles.hpp), the weight panels being the B tiles.
 // The register tile is kMr = 6 tokens × P panels (16/kLanes vectors each):
@@ -50,6 +52,7 @@
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/x86/amx_tiles.hpp"
+#include "kernels/x86/codes_blocks_impl.hpp"
 #include "kernels/x86/codes_micro_impl.hpp"
 #include "kernels/x86/codes_vbmi.hpp"
 #include "kernels/x86/int_micro_impl.hpp"
@@ -97,6 +100,10 @@ namespace {
 //    lookup pass made the call 1.3-1.8x slower than the tile (AVX-512,
 //    bench_int_tunings --format asym_w4a8_int8 --m 8 --tuning 4-bit); AVX2
 //    (Zen 2): 1.04-1.06x slower at M = 8, 1.06-1.22x at M = 7.
+//  kCodeBlocksPrefetchBytes: the AVX2 kernel over codes in k blocks
+//    (codes_blocks_impl.hpp; one sequential stream per thread) fetches this
+//    far ahead: on Zen 2 at M = 1, 2 KiB took 0.90-0.97x the time of 1 KiB,
+//    4 KiB 0.97x that of 2 (bench_int_tunings --format asym_w4a8_int8).
 //  kCodesVbmi: on a CPU with AVX-512 VBMI, codes_micro looks codes up with
 //    `vpermi2b` (codes_vbmi.avx512vbmi.cpp): 1.06-1.16x at M = 1 against
 //    ColumnTables' `vpshufb` (bench_int_tunings --tuning vpshufb).
@@ -160,6 +167,7 @@ struct IntTile<8> {
   static constexpr int64_t kInt8InPlaceGemvRows = kGemvRows;
   static constexpr int64_t kKChunk = std::numeric_limits<int64_t>::max();  // never (see above)
   static constexpr int64_t kCodesInRegistersRows = kMr;
+  static constexpr int64_t kCodeBlocksPrefetchBytes = 4096;
   static constexpr bool kCodesVbmi = false;  // AVX-512 only
   static constexpr bool kAmx = false;
   static constexpr bool kAmxNextTileToL2 = true;
@@ -370,7 +378,7 @@ class SimdIntKernel final : public IntKernel {
         group_(d.group),
         act_(d.act),
         epilogue_(d.epilogue),
-        w_(pack_int_weights(d)),
+        w_(pack_int_weights(d, V::kLanes == 8)),
         // int4_x16 sums 16·(w+8)·q: |16·15·7| per product, so int32 holds K up to ~1.2 M.
         mode_(!w_.int4                   ? WeightMode::int8
               : d.act != ActQuant::q4row ? WeightMode::int4
@@ -387,11 +395,18 @@ class SimdIntKernel final : public IntKernel {
     std::vector<uint8_t> buf(static_cast<size_t>(w_.kp * kPanelCols + 64));
     uint8_t* panel = aligned64(buf.data());
     const int64_t pn = col / kPanelCols, c = col % kPanelCols;
-    if (w_.codes) decode_panel<V>(w_, pn, panel);
+    if (w_.codes) decode(pn, panel);
     else if (w_.rows) transpose(pn, panel);
     else std::memcpy(panel, w_.panel(pn), static_cast<size_t>(w_.kp * kPanelCols));  // int8 layout
     for (int64_t k = 0; k < w_.k; ++k)
       out[k] = static_cast<int8_t>(panel[(k / 4) * 64 + 4 * c + k % 4] - 128);
+  }
+
+  // Panel `pn` of codes into the int8 panel layout, from either codes layout.
+  void decode(int64_t pn, uint8_t* out, int64_t prefetch_bytes = 0) const {
+    if constexpr (V::kLanes == 8)
+      if (w_.codes_k_blocks) return decode_blocks_panel<V>(w_, pn, out, prefetch_bytes);
+    decode_panel<V>(w_, pn, out, prefetch_bytes);
   }
 
   void transpose(int64_t pn, uint8_t* out) const {
@@ -410,7 +425,8 @@ class SimdIntKernel final : public IntKernel {
  private:
   // How prepare() lays out the quantized tokens:
   //  panels:   activation panels of kMr tokens (int_pack.hpp), for micro();
-  //  rows_dot: rows of kp bytes, for rows_dot: in k order against int8 rows,
+  //  rows_dot: rows of kp bytes, for rows_dot and the k-block codes kernel:
+  //            in k order against int8 rows and codes,
   //            even k then odd k against int4 rows;
   //  tiles:    AMX A tiles: rows of kp rounded up to 64 bytes (`stride`) in
   //            k order, zero past K, the row count rounded up to 32 with zero
@@ -514,10 +530,23 @@ class SimdIntKernel final : public IntKernel {
       }
   }
 
-  // codes_micro with the target's lookup (codes_micro_impl.hpp).
-  void codes_micro_call(const int8_t* a, const int64_t* panel, int rows, int32_t* acc) const {
+  // Whether a call of m tokens looks codes up in registers over activation
+  // rows (ActLayout::rows_dot): the k-block layout's kernel reads each
+  // token's 16 k as one vector.
+  bool codes_blocks_rows(int64_t m) const { return w_.codes_k_blocks && m <= T::kCodesInRegistersRows; }
+
+  // codes_micro with the target's lookup (codes_micro_impl.hpp), or the
+  // k-block layout's kernel (codes_blocks_impl.hpp) over the rows of blk from
+  // token r0.
+  void codes_micro_call(const ActBlock& blk, int64_t r0, const int64_t* panel, int rows, int32_t* acc) const {
+    if constexpr (V::kLanes == 8)
+      if (w_.codes_k_blocks)
+        return codes_blocks_micro_rows<V, P>(w_, blk.q.data() + r0 * w_.kp, w_.kp, panel, rows,
+                                             T::kCodeBlocksPrefetchBytes, acc);
+    const int8_t* a = blk.q.data() + (r0 / kMr) * w_.kp * kMr;
     if constexpr (V::kLanes == 16 && P == 4 && T::kCodesVbmi)
-      if (kernels::cpu_has_avx512_vbmi()) return codes_micro_avx512vbmi(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
+      if (kernels::cpu_has_avx512_vbmi())
+        return codes_micro_avx512vbmi(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
     codes_micro_rows<V, ShuffleLookup<V>, P>(w_, a, panel, rows, T::kStreamPrefetchBytes, acc);
   }
 
@@ -532,7 +561,7 @@ class SimdIntKernel final : public IntKernel {
       for (int64_t r0 = 0; r0 < rows; r0 += kMr) {
         const int mr = static_cast<int>(std::min<int64_t>(kMr, rows - r0));
         prefetch_output(row0 + r0, mr, panel, y);
-        codes_micro_call(blk.q.data() + (r0 / kMr) * w_.kp * kMr, panel, mr, acc);
+        codes_micro_call(blk, r0, panel, mr, acc);
         epilogue(acc, mr, row0 + r0, blk, r0, panel, y, micro_sums());
       }
       return;
@@ -547,7 +576,7 @@ class SimdIntKernel final : public IntKernel {
       for (int c = 0; c < P; ++c) {
         b[c] = base + c * w_.kp * kPanelCols;
         if (w_.codes)
-          decode_panel<V>(w_, panel[c], base + c * w_.kp * kPanelCols, stream ? T::kStreamPrefetchBytes : 0);
+          decode(panel[c], base + c * w_.kp * kPanelCols, stream ? T::kStreamPrefetchBytes : 0);
         else transpose(panel[c], base + c * w_.kp * kPanelCols);
       }
       stream = false;
@@ -597,7 +626,7 @@ class SimdIntKernel final : public IntKernel {
 
   void forward_small(const float* x, int64_t m, float* y) const {
     thread_local ActBlock blk;
-    prepare(x, m, blk);
+    prepare(x, m, blk, codes_blocks_rows(m) ? ActLayout::rows_dot : ActLayout::panels);
     const ActBlock& shared = blk;
     const int64_t tiles = w_.panels / P;
     util::parallel_for(tiles, 1, [&](int64_t q0, int64_t q1, int) {
@@ -706,7 +735,7 @@ class SimdIntKernel final : public IntKernel {
       b[c] = direct ? w_.panel(panel[c]) : out;
       if (direct) continue;
       if (w_.codes) {
-        decode_panel<V>(w_, panel[c], out);
+        decode(panel[c], out);
       } else if (w_.int4) {  // int4 layout (packed, or rows transposed into `out` first) -> int8 layout
         if (w_.rows) transpose(panel[c], out + bytes / 2);  // the int4 panel is kp · 8 bytes: the upper half holds it
         unpack_nibble_rows<V>(w_.rows ? out + bytes / 2 : w_.panel(panel[c]), w_.kp / 8, out);

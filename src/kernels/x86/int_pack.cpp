@@ -70,13 +70,41 @@ void pack_elements(const IntLayerDesc& d, const PackedIntWeights& p, uint8_t* ou
   }
 }
 
-// The codes layout of int_pack.hpp (K is a multiple of 8: no K padding).
+// The "codes in k blocks" layout of int_pack.hpp from checkpoint rows
+// (row_bytes = K / 2, low nibble = even k); columns past n hold code 0.
+void pack_code_blocks(const uint8_t* rows, int64_t row_bytes, int64_t n, const PackedIntWeights& p, uint8_t* out) {
+  const int64_t blocks = p.kp / 32, stream = p.kp * 4;
+  util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t pn = begin; pn < end; ++pn)
+      for (int c = 0; c < kPanelCols; ++c) {
+        const int64_t row = 16 * pn + c;
+        const int v = c / 8, j = c % 4, half = (c % 8) / 4;
+        uint8_t* dst = out + pn * p.panel_bytes + v * stream + 32 * j + 16 * half;
+        for (int64_t b = 0; b < blocks; ++b, dst += 128) {
+          if (row >= n) {
+            std::memset(dst, 0, 16);
+            continue;
+          }
+          const uint8_t* src = rows + row * row_bytes + 16 * b;  // k 32b .. 32b + 31
+          uint8_t code[32];
+          for (int i = 0; i < 16; ++i) {
+            code[2 * i] = src[i] & 0x0F;
+            code[2 * i + 1] = static_cast<uint8_t>(src[i] >> 4);
+          }
+          for (int i = 0; i < 16; ++i) dst[i] = static_cast<uint8_t>(code[i] | (code[16 + i] << 4));
+        }
+      }
+  });
+}
+
+// The codes layouts of int_pack.hpp (K is a multiple of 8: no K padding).
 void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
   const IntCodes& c = *d.codes;
   p.group_size = c.group_size;
   p.groups = d.k / c.group_size;
   std::memcpy(p.levels, c.levels, sizeof(p.levels));
-  pack_rows(c.codes, d.k / 2, d.n, true, 0, p, out);  // raw codes, padding code 0
+  if (p.codes_k_blocks) pack_code_blocks(c.codes, d.k / 2, d.n, p, out);
+  else pack_rows(c.codes, d.k / 2, d.n, true, 0, p, out);  // raw codes, padding code 0
   const size_t count = static_cast<size_t>(p.panels * p.groups * kPanelCols);
   auto each_s_rel = [&](auto&& put) {
     for (int64_t pn = 0; pn < p.panels; ++pn)
@@ -107,7 +135,7 @@ void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
 
 }  // namespace
 
-PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
+PackedIntWeights pack_int_weights(const IntLayerDesc& d, bool k_blocks) {
   PackedIntWeights p;
   p.n = d.n;
   p.k = d.k;
@@ -115,6 +143,7 @@ PackedIntWeights pack_int_weights(const IntLayerDesc& d) {
   p.panels = ((d.n + kPanelCols - 1) / kPanelCols + 3) / 4 * 4;
   p.int4 = d.int4_weights;
   p.codes = d.codes != nullptr;
+  p.codes_k_blocks = k_blocks && p.codes && d.codes->group_size % 16 == 0 && d.k % 32 == 0;
   p.weight_bias = p.int4 ? 8 : 128;
   p.panel_bytes = p.int4 || p.codes ? p.kp * kPanelCols / 2 : p.kp * kPanelCols;
   const bool int8_rows = !p.int4 && !p.codes && d.weight;

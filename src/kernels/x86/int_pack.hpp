@@ -19,6 +19,16 @@
 //         0..15, plus s_rel per (panel, group): 16 values (E4M3 bytes or f32,
 //         the stored width) at [(panel · groups + group) · 16 + c]. The
 //         kernel decodes a panel into the int8 layout above just before use.
+//   codes in k blocks (PackedIntWeights::codes_k_blocks; AVX2 kernels, group
+//         size a multiple of 16, K a multiple of 32): the same codes and
+//         s_rel, each panel as two streams of 8 columns (vector v = columns
+//         8v .. 8v+7 at byte v · kp · 4), each a run of 128-byte blocks of
+//         32 k; in block b, 32 bytes per column pair j = 0..3: bytes 0..15
+//         column 8v + j, bytes 16..31 column 8v + j + 4, byte i holding
+//         code(32b + i) in its low nibble and code(32b + 16 + i) in its high
+//         nibble. So each 16 k of one column (one group, as 16 divides the
+//         group size) share a 128-bit lane and one `vpshufb` table
+//         (codes_blocks_impl.hpp).
 //   rows in place (IntLayerDesc::weight_in_place): no packed copy; `rows`
 //         points at the checkpoint's rows, [n, k] int8 or [n, k/2] signed
 //         nibbles (low nibble = even k; K a multiple of 8). Small M reads
@@ -53,6 +63,7 @@ struct PackedIntWeights {
   std::vector<float> bias;    // [panels * 16] or empty
   // Codes (int4 is false: the decoded panels are int8, weight_bias 128).
   bool codes = false;
+  bool codes_k_blocks = false;         // the "codes in k blocks" layout above
   int64_t group_size = 0, groups = 0;  // K / group_size groups per row
   std::vector<uint8_t> s_rel_e4m3;     // [panels][groups][16] or empty
   std::vector<float> s_rel_f32;        // [panels][groups][16] or empty
@@ -69,6 +80,8 @@ struct PackedIntWeights {
   const uint8_t* aligned = nullptr;
 };
 
-PackedIntWeights pack_int_weights(const IntLayerDesc& desc);
+// k_blocks: lay 4-bit codes out in k blocks where the group size and K allow
+// (the AVX2 kernels' choice; int_gemm_impl.hpp).
+PackedIntWeights pack_int_weights(const IntLayerDesc& desc, bool k_blocks = false);
 
 }  // namespace mixq::kernels::x86
