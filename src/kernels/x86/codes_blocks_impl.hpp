@@ -29,23 +29,41 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// The tables of one column vector (8 columns) of panel `pn` for group g,
-// pair by pair. E4M3 s_rel (kE4m3): the rows of code_lut its bytes pick,
-// each address computed where it is used (through an array of pointers, as
-// the f32 tables go, g++ kept them in memory, and an M = 1 call ran ~1.2x
-// slower); f32 s_rel: group_tables' products in `scratch`.
-template <class V, bool kE4m3>
+// How a group's tables are found: E4M3 s_rel bytes pick rows of code_lut
+// (e4m3_doubled: the bytes stored times 2, PackedIntWeights::s_rel_doubled,
+// so that the offset 8 · byte is an addressing mode, no shift: 16 fewer
+// instructions in 149 per column vector and block at M = 1); f32 s_rel
+// takes group_tables' products.
+enum class SRel { f32, e4m3, e4m3_doubled };
+
+// The s_rel source of one column vector (columns 8v .. 8v + 7) of panel pn.
+template <class V>
+struct VectorSRel {
+  const PackedIntWeights& w;
+  int64_t pn;
+  int v;
+  const typename V::F* levels;
+  const uint8_t* bytes;  // E4M3: group g's 8 bytes at bytes + 16 g
+  VectorSRel(const PackedIntWeights& w_, int64_t pn_, int v_, const typename V::F* levels_)
+      : w(w_), pn(pn_), v(v_), levels(levels_),
+        bytes(w_.s_rel_e4m3.empty() ? nullptr : w_.s_rel_e4m3.data() + pn_ * w_.groups * kPanelCols + 8 * v_) {}
+};
+
+// The tables of one column vector for group g, pair by pair. E4M3: each
+// address computed where it is used (through an array of pointers, as the
+// f32 tables go, g++ kept them in memory, and an M = 1 call ran ~1.2x
+// slower); f32: group_tables' products in `scratch`.
+template <class V, SRel S>
 class VectorTables {
  public:
-  VectorTables(const PackedIntWeights& w, int64_t pn, int64_t g, int v, const typename V::F* levels,
-               int8_t (*scratch)[16]) {
-    if constexpr (kE4m3) {
-      row_ = w.s_rel_e4m3.data() + (pn * w.groups + g) * kPanelCols + 8 * v;
-      lut_ = w.code_lut.data();
+  VectorTables(const VectorSRel<V>& src, int64_t g, int8_t (*scratch)[16]) {
+    if constexpr (S != SRel::f32) {
+      row_ = src.bytes + g * kPanelCols;
+      lut_ = src.w.code_lut.data();
     } else {
       const int8_t* tab[kPanelCols];
-      group_tables<V>(w, pn, g, v, levels, scratch, tab);
-      for (int c = 0; c < 8; ++c) col_[c] = tab[8 * v + c];
+      group_tables<V>(src.w, src.pn, g, src.v, src.levels, scratch, tab);
+      for (int c = 0; c < 8; ++c) col_[c] = tab[8 * src.v + c];
     }
   }
   // Pair j's table register: column j in the low lane, column j + 4 in the high one.
@@ -56,7 +74,8 @@ class VectorTables {
  private:
   __attribute__((always_inline)) __m128i table(int c) const {
     const int8_t* t;
-    if constexpr (kE4m3) t = lut_ + (static_cast<size_t>(row_[c]) << 4);
+    if constexpr (S == SRel::e4m3) t = lut_ + 16 * static_cast<size_t>(row_[c]);
+    else if constexpr (S == SRel::e4m3_doubled) t = lut_ + 8 * static_cast<size_t>(row_[c]);
     else t = col_[c];
     return _mm_loadu_si128(reinterpret_cast<const __m128i*>(t));
   }
@@ -64,6 +83,14 @@ class VectorTables {
   const int8_t* lut_ = nullptr;
   const int8_t* col_[8] = {};
 };
+
+// f.template operator()<S>() with the SRel of w.
+template <class F>
+__attribute__((always_inline)) inline void with_s_rel(const PackedIntWeights& w, F&& f) {
+  if (w.s_rel_e4m3.empty()) f.template operator()<SRel::f32>();
+  else if (w.s_rel_doubled) f.template operator()<SRel::e4m3_doubled>();
+  else f.template operator()<SRel::e4m3>();
+}
 
 // The groups of successive 16-k halves of K (16 divides the group size),
 // counted without a division per block (two `idiv`s a block were half of an
@@ -107,21 +134,20 @@ __attribute__((always_inline)) inline void unrolled(F&& f) {
 // code panels `panel`, all of K, one column stream (8 columns) after the
 // other, each fetched `ahead` bytes ahead (0: none). Results to
 // out[r][P·16] as micro() writes them (with the weight bias where
-// BiasedInt8 keeps it). kE4m3: s_rel as E4M3 bytes, each table's address
-// computed from its byte in place (through an array of pointers, as the f32
-// tables go, g++ kept them in memory).
-template <class V, int P, int MR, bool kE4m3>
+// BiasedInt8 keeps it); S: how the tables are found (VectorTables).
+template <class V, int P, int MR, SRel S>
 void codes_blocks_micro(const PackedIntWeights& w, const int8_t* a, int64_t stride, const int64_t* panel,
                         int64_t ahead, int32_t* out) {
   static_assert(V::kLanes == 8, "the k-block layout is the AVX2 targets'");
   using I = __m256i;
-  using Tables = VectorTables<V, kE4m3>;
+  using Tables = VectorTables<V, S>;
   typename V::F levels[2];
   for (int h = 0; h < 2; ++h) levels[h] = V::load(w.levels + 8 * h);
   alignas(64) int8_t scratch[2][kPanelCols][16];  // f32 s_rel: the low and high halves' tables
   const int64_t blocks = w.kp / 32, stream = w.kp * 4;
   for (int p = 0; p < P; ++p)
     for (int v = 0; v < 2; ++v) {
+      const VectorSRel<V> src(w, panel[p], v, levels);
       const uint8_t* codes = w.panel(panel[p]) + v * stream;
       I c[MR];
       unrolled<MR>([&](auto r) { c[r] = V::zeroi(); });
@@ -133,8 +159,8 @@ void codes_blocks_micro(const PackedIntWeights& w, const int8_t* a, int64_t stri
           _mm_prefetch(reinterpret_cast<const char*>(codes + ahead + 64), _MM_HINT_T0);
         }
         // The tables of the block's low and high 16 k.
-        const Tables t_lo(w, panel[p], g_lo, v, levels, scratch[0]);
-        const Tables t_hi = g_hi == g_lo ? t_lo : Tables(w, panel[p], g_hi, v, levels, scratch[1]);
+        const Tables t_lo(src, g_lo, scratch[0]);
+        const Tables t_hi = g_hi == g_lo ? t_lo : Tables(src, g_hi, scratch[1]);
         // Per token, pairs 0 and 1 added across (vphaddd works in lanes:
         // [pair 0, pair 0, pair 1, pair 1 | their +4 columns]), pair 2's
         // sums, then all 4 pairs: the 8 columns in order.
@@ -163,18 +189,16 @@ void codes_blocks_micro(const PackedIntWeights& w, const int8_t* a, int64_t stri
 template <class V, int P>
 void codes_blocks_micro_rows(const PackedIntWeights& w, const int8_t* a, int64_t stride, const int64_t* panel,
                              int rows, int64_t ahead, int32_t* out) {
-  auto run = [&]<bool kE4m3>() {
+  with_s_rel(w, [&]<SRel S>() {
     switch (rows) {
-      case 1: return codes_blocks_micro<V, P, 1, kE4m3>(w, a, stride, panel, ahead, out);
-      case 2: return codes_blocks_micro<V, P, 2, kE4m3>(w, a, stride, panel, ahead, out);
-      case 3: return codes_blocks_micro<V, P, 3, kE4m3>(w, a, stride, panel, ahead, out);
-      case 4: return codes_blocks_micro<V, P, 4, kE4m3>(w, a, stride, panel, ahead, out);
-      case 5: return codes_blocks_micro<V, P, 5, kE4m3>(w, a, stride, panel, ahead, out);
-      default: return codes_blocks_micro<V, P, 6, kE4m3>(w, a, stride, panel, ahead, out);
+      case 1: return codes_blocks_micro<V, P, 1, S>(w, a, stride, panel, ahead, out);
+      case 2: return codes_blocks_micro<V, P, 2, S>(w, a, stride, panel, ahead, out);
+      case 3: return codes_blocks_micro<V, P, 3, S>(w, a, stride, panel, ahead, out);
+      case 4: return codes_blocks_micro<V, P, 4, S>(w, a, stride, panel, ahead, out);
+      case 5: return codes_blocks_micro<V, P, 5, S>(w, a, stride, panel, ahead, out);
+      default: return codes_blocks_micro<V, P, 6, S>(w, a, stride, panel, ahead, out);
     }
-  };
-  if (!w.s_rel_e4m3.empty()) run.template operator()<true>();
-  else run.template operator()<false>();
+  });
 }
 
 // Four vectors a[j] transposed as 4 x 4 dwords within each 128-bit lane:
@@ -191,10 +215,10 @@ inline void transpose_dwords_4x4_lanes(__m256i a[4]) {
 // decode_panel for the k-block layout: panel `pn` into the int8 panel
 // layout (u8 = w8 + 128) at `out`, block by block and column vector by
 // column vector.
-template <class V, bool kE4m3>
+template <class V, SRel S>
 void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t prefetch_bytes) {
   static_assert(V::kLanes == 8, "the k-block layout is the AVX2 targets'");
-  using Tables = VectorTables<V, kE4m3>;
+  using Tables = VectorTables<V, S>;
   typename V::F levels[2];
   for (int h = 0; h < 2; ++h) levels[h] = V::load(w.levels + 8 * h);
   alignas(64) int8_t scratch[2][kPanelCols][16];  // f32 s_rel: the low and high halves' tables
@@ -203,13 +227,14 @@ void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, in
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t g_lo = groups.next(), g_hi = groups.next();
     for (int v = 0; v < 2; ++v) {
+      const VectorSRel<V> src(w, pn, v, levels);
       const uint8_t* codes = w.panel(pn) + v * stream + 128 * b;
       if (prefetch_bytes > 0) {
         _mm_prefetch(reinterpret_cast<const char*>(codes + prefetch_bytes), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(codes + prefetch_bytes + 64), _MM_HINT_T0);
       }
-      const Tables t_lo(w, pn, g_lo, v, levels, scratch[0]);
-      const Tables t_hi = g_hi == g_lo ? t_lo : Tables(w, pn, g_hi, v, levels, scratch[1]);
+      const Tables t_lo(src, g_lo, scratch[0]);
+      const Tables t_hi = g_hi == g_lo ? t_lo : Tables(src, g_hi, scratch[1]);
       // Pair j's lookups hold columns j (low lane) and j + 4 (high lane),
       // 4 k per dword: transposed within the lanes, vector s holds step s
       // (k 4s .. 4s + 3) of columns 0..3 and 4..7, as the int8 layout wants.
@@ -227,8 +252,7 @@ void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, in
 
 template <class V>
 void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t prefetch_bytes = 0) {
-  if (!w.s_rel_e4m3.empty()) decode_blocks_panel<V, true>(w, pn, out, prefetch_bytes);
-  else decode_blocks_panel<V, false>(w, pn, out, prefetch_bytes);
+  with_s_rel(w, [&]<SRel S>() { decode_blocks_panel<V, S>(w, pn, out, prefetch_bytes); });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "kernels/x86/int_pack.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -116,7 +117,14 @@ void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
   };
   if (c.s_rel_e4m3) {
     p.s_rel_e4m3.assign(count, 0);  // E4M3 byte 0 is +0.0
-    each_s_rel([&](int64_t to, int64_t from) { p.s_rel_e4m3[static_cast<size_t>(to)] = c.s_rel_e4m3[from]; });
+    // The k-block kernels address a table as code_lut + 8 · (stored byte)
+    // when every scale is positive (bytes < 0x80, as quantizers write them).
+    const int64_t stored = d.n * p.groups;
+    p.s_rel_doubled = p.codes_k_blocks && std::all_of(c.s_rel_e4m3, c.s_rel_e4m3 + stored, [](uint8_t b) { return b < 0x80; });
+    const int factor = p.s_rel_doubled ? 2 : 1;
+    each_s_rel([&](int64_t to, int64_t from) {
+      p.s_rel_e4m3[static_cast<size_t>(to)] = static_cast<uint8_t>(factor * c.s_rel_e4m3[from]);
+    });
     p.code_lut.assign(256 * 16, static_cast<int8_t>(0x80));  // weight 0
     for (int b = 0; b < 256; ++b) {
       const float s = e4m3_to_f32(static_cast<uint8_t>(b));

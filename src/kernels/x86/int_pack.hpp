@@ -66,6 +66,7 @@ struct PackedIntWeights {
   bool codes_k_blocks = false;         // the "codes in k blocks" layout above
   int64_t group_size = 0, groups = 0;  // K / group_size groups per row
   std::vector<uint8_t> s_rel_e4m3;     // [panels][groups][16] or empty
+  bool s_rel_doubled = false;          // k blocks only: every byte < 0x80, stored times 2
   std::vector<float> s_rel_f32;        // [panels][groups][16] or empty
   // E4M3 s_rel: the decoded table of every E4M3 byte, [256][16] as the u8
   // operand: code_lut[16·b + code] = w8 + 128 (i.e. w8 ^ 0x80), w8 the §3.7
