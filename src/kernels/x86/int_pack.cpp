@@ -1,5 +1,7 @@
 #include "kernels/x86/int_pack.hpp"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -73,26 +75,28 @@ void pack_elements(const IntLayerDesc& d, const PackedIntWeights& p, uint8_t* ou
 
 // The "codes in k blocks" layout of int_pack.hpp from checkpoint rows
 // (row_bytes = K / 2, low nibble = even k); columns past n hold code 0.
+// Per 16 stored bytes (k 32b .. 32b + 31): the low and high nibbles
+// interleaved are the codes in k order, the first 16 in the new low
+// nibbles, the last 16 in the high ones (values < 16: a 16-bit shift by 4
+// keeps each in its byte).
 void pack_code_blocks(const uint8_t* rows, int64_t row_bytes, int64_t n, const PackedIntWeights& p, uint8_t* out) {
   const int64_t blocks = p.kp / 32, stream = p.kp * 4;
+  const __m128i low4 = _mm_set1_epi8(0x0F);
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t pn = begin; pn < end; ++pn)
       for (int c = 0; c < kPanelCols; ++c) {
         const int64_t row = 16 * pn + c;
         const int v = c / 8, j = c % 4, half = (c % 8) / 4;
         uint8_t* dst = out + pn * p.panel_bytes + v * stream + 32 * j + 16 * half;
+        const uint8_t* src = row < n ? rows + row * row_bytes : nullptr;
         for (int64_t b = 0; b < blocks; ++b, dst += 128) {
-          if (row >= n) {
-            std::memset(dst, 0, 16);
-            continue;
+          __m128i packed = _mm_setzero_si128();
+          if (src) {
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * b));
+            const __m128i even = _mm_and_si128(raw, low4), odd = _mm_and_si128(_mm_srli_epi16(raw, 4), low4);
+            packed = _mm_or_si128(_mm_unpacklo_epi8(even, odd), _mm_slli_epi16(_mm_unpackhi_epi8(even, odd), 4));
           }
-          const uint8_t* src = rows + row * row_bytes + 16 * b;  // k 32b .. 32b + 31
-          uint8_t code[32];
-          for (int i = 0; i < 16; ++i) {
-            code[2 * i] = src[i] & 0x0F;
-            code[2 * i + 1] = static_cast<uint8_t>(src[i] >> 4);
-          }
-          for (int i = 0; i < 16; ++i) dst[i] = static_cast<uint8_t>(code[i] | (code[16 + i] << 4));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), packed);
         }
       }
   });
@@ -120,7 +124,8 @@ void pack_codes(const IntLayerDesc& d, PackedIntWeights& p, uint8_t* out) {
     // The k-block kernels address a table as code_lut + 8 · (stored byte)
     // when every scale is positive (bytes < 0x80, as quantizers write them).
     const int64_t stored = d.n * p.groups;
-    p.s_rel_doubled = p.codes_k_blocks && std::all_of(c.s_rel_e4m3, c.s_rel_e4m3 + stored, [](uint8_t b) { return b < 0x80; });
+    p.s_rel_doubled =
+        p.codes_k_blocks && std::all_of(c.s_rel_e4m3, c.s_rel_e4m3 + stored, [](uint8_t b) { return b < 0x80; });
     const int factor = p.s_rel_doubled ? 2 : 1;
     each_s_rel([&](int64_t to, int64_t from) {
       p.s_rel_e4m3[static_cast<size_t>(to)] = static_cast<uint8_t>(factor * c.s_rel_e4m3[from]);
