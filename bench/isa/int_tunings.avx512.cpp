@@ -1,5 +1,5 @@
 // Variations of the AVX-512 integer GEMM tuning (IntTile<16> in
-// int_gemm_impl.hpp) for bench_int_tunings: each differs from the default in
+// int_tile.hpp) for bench_int_tunings: each differs from the default in
 // one member. On AMX machines the default is the AMX kernel's tuning (AmxTile,
 // as int_gemm_amx.avx512.cpp defines it) and its variations.
 #include <limits>

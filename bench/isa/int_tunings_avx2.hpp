@@ -1,5 +1,5 @@
 #pragma once
-// Variations of the AVX2 integer GEMM tuning (IntTile<8> in int_gemm_impl.hpp)
+// Variations of the AVX2 integer GEMM tuning (IntTile<8> in int_tile.hpp)
 // for bench_int_tunings: each differs from the default in one member. The
 // register tile stays 1 panel: 2 panels need 24 accumulators, more than the
 // 16 ymm registers. Included by int_tunings.avx2.cpp (traits Avx2) and
