@@ -31,9 +31,10 @@ namespace {
 
 // How a group's tables are found: E4M3 s_rel bytes pick rows of code_lut
 // (e4m3_doubled: the bytes stored times 2, PackedIntWeights::s_rel_doubled,
-// so that the offset 8 · byte is an addressing mode, no shift: 16 fewer
-// instructions in 149 per column vector and block at M = 1); f32 s_rel
-// takes group_tables' products.
+// so that the offset 8 · byte is an addressing mode, no shift; with the
+// panel's s_rel row taken once per column stream, 149 -> 136 instructions
+// per column vector and block at M = 1); f32 s_rel takes group_tables'
+// products.
 enum class SRel { f32, e4m3, e4m3_doubled };
 
 // The s_rel source of one column vector (columns 8v .. 8v + 7) of panel pn.
@@ -51,8 +52,8 @@ struct VectorSRel {
 
 // The tables of one column vector for group g, pair by pair. E4M3: each
 // address computed where it is used (through an array of pointers, as the
-// f32 tables go, g++ kept them in memory, and an M = 1 call ran ~1.2x
-// slower); f32: group_tables' products in `scratch`.
+// f32 tables go, g++ kept the pointers in memory: objdump of the first
+// build); f32: group_tables' products in `scratch`.
 template <class V, SRel S>
 class VectorTables {
  public:
@@ -93,8 +94,8 @@ __attribute__((always_inline)) inline void with_s_rel(const PackedIntWeights& w,
 }
 
 // The groups of successive 16-k halves of K (16 divides the group size),
-// counted without a division per block (two `idiv`s a block were half of an
-// M = 1 call's cycles).
+// counted without a division per block (two `idiv`s a block were half the
+// cycles of the first build's M = 1 loop, by llvm-mca -mcpu=znver2).
 class GroupOfHalves {
  public:
   explicit GroupOfHalves(int64_t group_size) : per_group_(group_size / 16), left_(per_group_) {}
