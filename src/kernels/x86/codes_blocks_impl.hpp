@@ -131,6 +131,32 @@ __attribute__((always_inline)) inline void unrolled(F&& f) {
   (std::make_integer_sequence<int, N>{});
 }
 
+// Walks column stream v (columns 8v .. 8v + 7) of panel pn block by block:
+// f(b, codes, t_lo, t_hi) with the block's 128 code bytes and the tables
+// of its low and high 16 k, each block fetched `ahead` bytes ahead (0:
+// none). The one walk of the kernel and the decode below.
+template <class V, SRel S, class F>
+__attribute__((always_inline)) inline void each_block(const PackedIntWeights& w, int64_t pn, int v, int64_t ahead,
+                                                      F&& f) {
+  using Tables = VectorTables<V, S>;
+  typename V::F levels[2];
+  for (int h = 0; h < 2; ++h) levels[h] = V::load(w.levels + 8 * h);
+  alignas(64) int8_t scratch[2][kPanelCols][16];  // f32 s_rel: the low and high halves' tables
+  const VectorSRel<V> src(w, pn, v, levels);
+  const uint8_t* codes = w.panel(pn) + v * w.kp * 4;
+  GroupOfHalves groups(w.group_size);
+  for (int64_t b = 0; b < w.kp / 32; ++b, codes += 128) {
+    const int64_t g_lo = groups.next(), g_hi = groups.next();
+    if (ahead > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(codes + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(codes + ahead + 64), _MM_HINT_T0);
+    }
+    const Tables t_lo(src, g_lo, scratch[0]);
+    const Tables t_hi = g_hi == g_lo ? t_lo : Tables(src, g_hi, scratch[1]);
+    f(b, codes, t_lo, t_hi);
+  }
+}
+
 // MR tokens (int8 rows of `stride` bytes from a, in k order) against the P
 // code panels `panel`, all of K, one column stream (8 columns) after the
 // other, each fetched `ahead` bytes ahead (0: none). Results to
@@ -141,27 +167,11 @@ void codes_blocks_micro(const PackedIntWeights& w, const int8_t* a, int64_t stri
                         int64_t ahead, int32_t* out) {
   static_assert(V::kLanes == 8, "the k-block layout is the AVX2 targets'");
   using I = __m256i;
-  using Tables = VectorTables<V, S>;
-  typename V::F levels[2];
-  for (int h = 0; h < 2; ++h) levels[h] = V::load(w.levels + 8 * h);
-  alignas(64) int8_t scratch[2][kPanelCols][16];  // f32 s_rel: the low and high halves' tables
-  const int64_t blocks = w.kp / 32, stream = w.kp * 4;
   for (int p = 0; p < P; ++p)
     for (int v = 0; v < 2; ++v) {
-      const VectorSRel<V> src(w, panel[p], v, levels);
-      const uint8_t* codes = w.panel(panel[p]) + v * stream;
       I c[MR];
       unrolled<MR>([&](auto r) { c[r] = V::zeroi(); });
-      GroupOfHalves groups(w.group_size);
-      for (int64_t b = 0; b < blocks; ++b, codes += 128) {
-        const int64_t g_lo = groups.next(), g_hi = groups.next();
-        if (ahead > 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(codes + ahead), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(codes + ahead + 64), _MM_HINT_T0);
-        }
-        // The tables of the block's low and high 16 k.
-        const Tables t_lo(src, g_lo, scratch[0]);
-        const Tables t_hi = g_hi == g_lo ? t_lo : Tables(src, g_hi, scratch[1]);
+      each_block<V, S>(w, panel[p], v, ahead, [&](int64_t b, const uint8_t* codes, const auto& t_lo, const auto& t_hi) {
         // Per token, pairs 0 and 1 added across (vphaddd works in lanes:
         // [pair 0, pair 0, pair 1, pair 1 | their +4 columns]), pair 2's
         // sums, then all 4 pairs: the 8 columns in order.
@@ -181,7 +191,7 @@ void codes_blocks_micro(const PackedIntWeights& w, const int8_t* a, int64_t stri
             else c[r] = _mm256_add_epi32(c[r], _mm256_hadd_epi32(h01[r], _mm256_hadd_epi32(d2[r], d)));
           });
         });
-      }
+      });
       unrolled<MR>([&](auto r) { V::storei_a(out + r * P * 16 + p * 16 + v * 8, c[r]); });
     }
 }
@@ -214,28 +224,12 @@ inline void transpose_dwords_4x4_lanes(__m256i a[4]) {
 }
 
 // decode_panel for the k-block layout: panel `pn` into the int8 panel
-// layout (u8 = w8 + 128) at `out`, block by block and column vector by
-// column vector.
+// layout (u8 = w8 + 128) at `out`, column stream by column stream.
 template <class V, SRel S>
-void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t prefetch_bytes) {
+void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, int64_t ahead) {
   static_assert(V::kLanes == 8, "the k-block layout is the AVX2 targets'");
-  using Tables = VectorTables<V, S>;
-  typename V::F levels[2];
-  for (int h = 0; h < 2; ++h) levels[h] = V::load(w.levels + 8 * h);
-  alignas(64) int8_t scratch[2][kPanelCols][16];  // f32 s_rel: the low and high halves' tables
-  const int64_t blocks = w.kp / 32, stream = w.kp * 4;
-  GroupOfHalves groups(w.group_size);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t g_lo = groups.next(), g_hi = groups.next();
-    for (int v = 0; v < 2; ++v) {
-      const VectorSRel<V> src(w, pn, v, levels);
-      const uint8_t* codes = w.panel(pn) + v * stream + 128 * b;
-      if (prefetch_bytes > 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(codes + prefetch_bytes), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(codes + prefetch_bytes + 64), _MM_HINT_T0);
-      }
-      const Tables t_lo(src, g_lo, scratch[0]);
-      const Tables t_hi = g_hi == g_lo ? t_lo : Tables(src, g_hi, scratch[1]);
+  for (int v = 0; v < 2; ++v)
+    each_block<V, S>(w, pn, v, ahead, [&](int64_t b, const uint8_t* codes, const auto& t_lo, const auto& t_hi) {
       // Pair j's lookups hold columns j (low lane) and j + 4 (high lane),
       // 4 k per dword: transposed within the lanes, vector s holds step s
       // (k 4s .. 4s + 3) of columns 0..3 and 4..7, as the int8 layout wants.
@@ -247,8 +241,7 @@ void decode_blocks_panel(const PackedIntWeights& w, int64_t pn, uint8_t* out, in
         _mm256_store_si256(reinterpret_cast<__m256i*>(out + (8 * b + st) * 64 + 32 * v), lo[st]);
         _mm256_store_si256(reinterpret_cast<__m256i*>(out + (8 * b + 4 + st) * 64 + 32 * v), hi[st]);
       }
-    }
-  }
+    });
 }
 
 template <class V>
