@@ -41,6 +41,7 @@
 #include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/float_pack_simd.hpp"
+#include "kernels/x86/float_tile.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 #include "util/parallel.hpp"
@@ -203,91 +204,6 @@ struct FloatIo<Avx512> {
 };
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
-
-// The tuning per target (a template parameter of gemm, so that
-// bench/bench_float_tunings can run variations of it side by side):
-//  - kMR rows for full register tiles, panels_for(mr) panels for an mr-row
-//    tile (<= 12 ymm / 24 zmm accumulators), tile_ok(mr) whether an mr-row
-//    tile is compiled (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop,
-//    so 5 rows run as 4 + 1);
-//  - kGrain: the threads' panel grain; kStepChunk / kRowChunk: the K and row
-//    chunks (kDotStepChunk: the K chunk of the vdpbf16ps core, AVX-512 only,
-//    in k-pair steps: 512 pairs, 1.06-1.12x faster than 256 at M = 4096 on
-//    Zen 5, bench_float_tunings: fewer passes of y's partial sums);
-//    kDecodedRows: rows from which a row chunk decodes its panels once
-//    (decode_chunk, decode_pair_chunk);
-//  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
-//  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
-//    of K: each panel is then read front to back in one piece instead of
-//    4 KiB at a time with every other panel in between; nothing is reused
-//    across rows there, so K chunks only cost), and the few-row loop (more
-//    panel vectors than rows: M = 1, 2 on AVX-512) prefetches each panel
-//    kStreamPrefetchBytes ahead (0: the hardware prefetchers alone, which
-//    restart at every 4 KiB page). Together 1.2-1.6x faster at M = 1 than
-//    256-step chunks without prefetch (bench_float_tunings, BENCHMARKS.md
-//    "Sixth AMX session");
-//  - in place: kInPlaceGroup panels packed side by side per K chunk when the
-//    rows fit one row chunk, and the packer fetches the next kPackAhead K
-//    chunks of the rows it reads (0: no software prefetch; AVX-512 packer);
-//  - FP8 in place with at most kInPlaceRegisterRows rows (0: never) on a
-//    CPU with VBMI: no packing, each panel transposed and decoded in
-//    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
-//    panels at a time (independent FMA chains), each row's codes fetched
-//    kInPlaceRowPrefetchBytes ahead.
-inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
-template <int Lanes>
-struct FloatTile;
-template <>
-struct FloatTile<8> {
-  static constexpr int kMR = 6;
-  static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : 1; }
-  static constexpr bool tile_ok(int mr) { return mr != 5; }
-  static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
-  // 1.10-1.14x faster than 256 steps at M = 64 to 4096 on Zen 2 (each tile's
-  // partial sums in y pass and its setup run 4x less often; the 64 KiB
-  // panel chunk is read from L2): BENCHMARKS.md, "Issue 14 on AVX2: AMD EPYC
-  // Zen 2, seventh session".
-  static constexpr int64_t kStepChunk = 1024;
-  // 256 rows: 0.95-0.97x the time of 128 at M = 192 to 4096, K = 3072 and
-  // 12288, packed (in place 0.93-1.00x); 64 and 512 were slower, 2048 much
-  // slower (bench_float_tunings --tuning "row chunk"; BENCHMARKS.md, "eighth
-  // session").
-  static constexpr int64_t kRowChunk = 256;
-  static constexpr int64_t kDecodedRows = 24;
-  static constexpr int64_t kFewRowsStepChunk = kAllSteps;
-  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
-  static constexpr bool kTwoSteps = false;
-  static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
-  static constexpr int64_t kPackAhead = 1;
-  static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
-  static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
-  static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
-};
-template <>
-struct FloatTile<16> {
-  static constexpr int kMR = 8;
-  static constexpr int panels_for(int) { return 3; }
-  static constexpr bool tile_ok(int) { return true; }
-  static constexpr int64_t kGrain = 3;
-  static constexpr int64_t kStepChunk = 256;
-  static constexpr int64_t kDotStepChunk = 512;
-  static constexpr int64_t kRowChunk = 128;
-  static constexpr int64_t kDecodedRows = 24;
-  static constexpr int64_t kFewRowsStepChunk = kAllSteps;
-  static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
-  static constexpr bool kTwoSteps = true;
-  static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
-  static constexpr int64_t kPackAhead = 1;
-  static constexpr int64_t kInPlaceRegisterRows = 4;
-  // Two panels' FMA chains interleaved, each row fetched 256 B ahead (32
-  // row streams: the bytes ahead of one panel at 512 B): 1.2-2.3x one panel
-  // at 512 B on Zen 5 at M = 1 to 4 (BENCHMARKS.md, "Issue 14 on Zen 5, third
-  // session"); where the row stride is a multiple of 4 KiB the second panel
-  // runs one 64-byte line behind the first (panels_lag in
-  // fp8_rows_in_place.avx512vbmi.cpp; "fifth session").
-  static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
-  static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
-};
 
 enum class Core { fma, dot };
 
