@@ -30,6 +30,7 @@
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "mixq/threads.hpp"
 #include "numeric/quantizers.hpp"
 #include "support/float_kernel_paths.hpp"
 
@@ -152,16 +153,17 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
 // The bf16 core decodes each K chunk of panels to bf16 pairs once per row
 // chunk from kDecodedRows (24) rows on, and in registers per tile below:
 // every output's sum is the same either way, so the rows of one call equal
-// the same rows run a few at a time, bit for bit.
+// the same rows run a few at a time, bit for bit. K = 4200 spans two K
+// chunks of 2048 pairs and M = 1100 two row chunks of 1024 (float_tile.hpp).
 TEST_P(FloatKernels, DotCoreDecodedChunksEqualTheRegisterPath) {
   if (!avx512()) GTEST_SKIP() << "the vdpbf16ps core only";
   using T = x86::PanelType;
   for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
-    const StoredWeight sw = stored_weight(type, 37, 1100, 21);  // N remainder, K across 2 chunks of 512 pairs
+    const StoredWeight sw = stored_weight(type, 37, 4200, 21);  // N remainder
     const int64_t k = sw.k;
     const x86::FloatPanels panels = sw.pack();
     const std::vector<float> bias = random_floats(37, 4, 0.5f);
-    for (int64_t m : {24, 33, 257}) {
+    for (int64_t m : {24, 33, 257, 1100}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 91 + m, 1.0f);
       const int64_t pairs = panels.pair_steps();
       std::vector<uint32_t> a(static_cast<size_t>(m * pairs));
@@ -209,6 +211,35 @@ TEST_P(FloatKernels, DotCoreReadsAnOddKInPlaceAsPacked) {
       expect_bits_equal(want, got, ("k=" + std::to_string(k) + " m=" + std::to_string(m)).c_str());
     }
   }
+}
+
+// Read in place with more rows than one row chunk, each thread packs its
+// panels in groups of at most 8 MiB per K chunk (kInPlaceGroupBytes): on one
+// thread, 132 panels of 2048-pair K chunks (64 KiB each) make a group of 128
+// and one of 4. Whatever the grouping, every output sums in k order, so the
+// GEMM gives the packed panels' bits, and a NaN code in the second group's
+// panels still makes its column NaN.
+TEST_P(FloatKernels, DotCoreInPlaceGroupsEqualPacked) {
+  if (!avx512()) GTEST_SKIP() << "the vdpbf16ps core only";
+  using T = x86::PanelType;
+  const int64_t n = 2100, k = 4200, m = 1100;
+  StoredWeight sw = stored_weight(T::e4m3, n, k, 77);
+  const int64_t nan_column = 2060;  // panel 128: the second group
+  sw.bytes[static_cast<size_t>(nan_column * k + 3000)] = 0x7F;
+  const x86::FloatPanels packed = sw.pack();
+  const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, sw.bytes.data(), k, n, k);
+  const int64_t pairs = packed.pair_steps();
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 5, 1.0f);
+  std::vector<uint32_t> a(static_cast<size_t>(m * pairs));
+  x86::prepare_bf16_avx512(x.data(), m, k, pairs, x86::ActPrep::round, 1.0f, a.data());
+  std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+  const int threads = num_threads();
+  set_num_threads(1);
+  x86::float_gemm_avx512_bf16(a.data(), m, packed, 1.0f, nullptr, want.data());
+  x86::float_gemm_avx512_bf16(a.data(), m, in_place, 1.0f, nullptr, got.data());
+  set_num_threads(threads);
+  for (int64_t r = 0; r < m; r += 97) ASSERT_TRUE(std::isnan(got[static_cast<size_t>(r * n + nan_column)]));
+  expect_bits_equal(want, got, "in place, 1100 rows");
 }
 
 // The FMA cores (avx2, avx512_fma) are the reference's FMA chain in k order.

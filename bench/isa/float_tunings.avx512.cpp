@@ -64,20 +64,24 @@ std::vector<FloatTuning> float_tunings_avx512() {
           // The vdpbf16ps core (FP8 kinds; from 5 rows where the float-dot probe
           // picks it, below the AMX tiles' 32 rows on AMX machines).
           {"dot core (vdpbf16ps)", false, dot<Base>, true},
+          {"dot core: 128-row chunks, K chunks of 512 pairs (before)", false,
+           dot<DotRowChunk<DotStepChunk<Base, 512>, 128>>, true},
           {"dot core: decoded in registers at every M, K chunk 256 (before)", false,
            dot<NeverDecoded<DotStepChunk<Base, 256>>>, true},
           {"dot core: decoded to bf16 from 8 rows", false, dot<DecodedRows<Base, 8>>, true},
-          {"dot core: decoded to bf16 from 16 rows", false, dot<DecodedRows<Base, 16>>, true},
           {"dot core: decoded to bf16 from 48 rows", false, dot<DecodedRows<Base, 48>>, true},
-          {"dot core: K chunk 256 steps", false, dot<DotStepChunk<Base, 256>>, true},
+          {"dot core: K chunk 512 steps", false, dot<DotStepChunk<Base, 512>>, true},
           {"dot core: K chunk 1024 steps", false, dot<DotStepChunk<Base, 1024>>, true},
           {"dot core: all of K in one chunk", false, dot<DotStepChunk<Base, kAllSteps>>, true},
           {"dot core: tile 6 rows x 4 panels", false, dot<Tile<Base, 6, 4>>, true},
           {"dot core: tile 12 rows x 2 panels", false, dot<Tile<Base, 12, 2>>, true},
           {"dot core: tile 4 rows x 6 panels", false, dot<Tile<Base, 4, 6>>, true},
-          {"dot core: row chunk 64", false, dot<RowChunk<Base, 64>>, true},
-          {"dot core: row chunk 256", false, dot<RowChunk<Base, 256>>, true},
-          {"dot core, in place (rows packed per K chunk)", true, dot<Base>, true}};
+          {"dot core: row chunk 128", false, dot<DotRowChunk<Base, 128>>, true},
+          {"dot core: row chunk 512", false, dot<DotRowChunk<Base, 512>>, true},
+          {"dot core: row chunk 4096", false, dot<DotRowChunk<Base, 4096>>, true},
+          {"dot core, in place (rows packed per K chunk)", true, dot<Base>, true},
+          {"dot core, in place: 128-row chunks, K chunks of 512 pairs (before)", true,
+           dot<DotRowChunk<DotStepChunk<Base, 512>, 128>>, true}};
 }
 
 }  // namespace mixq::bench

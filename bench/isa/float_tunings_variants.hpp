@@ -45,6 +45,10 @@ struct RowChunk : Base {
   static constexpr int64_t kRowChunk = Rows;
 };
 template <class Base, int64_t Rows>
+struct DotRowChunk : Base {
+  static constexpr int64_t kDotRowChunk = Rows;
+};
+template <class Base, int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
 };

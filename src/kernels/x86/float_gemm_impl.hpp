@@ -207,11 +207,16 @@ struct FloatIo<Avx512> {
 
 enum class Core { fma, dot };
 
-// The K chunk (in steps) of core C from kMR rows on.
+// The K chunk (in steps) of core C from kMR rows on, and its row chunk.
 template <class Tune, Core C>
 constexpr int64_t step_chunk() {
   if constexpr (C == Core::dot) return Tune::kDotStepChunk;
   else return Tune::kStepChunk;
+}
+template <class Tune, Core C>
+constexpr int64_t row_chunk() {
+  if constexpr (C == Core::dot) return Tune::kDotRowChunk;
+  else return Tune::kRowChunk;
 }
 
 struct Job {
@@ -559,8 +564,8 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   // What a decoded chunk holds, and whether this core and type decode.
   constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
   constexpr bool kDecode = T != kDecoded;
-  for (int64_t mc = 0; mc < m; mc += Tune::kRowChunk) {
-    const int64_t mend = std::min(m, mc + Tune::kRowChunk);
+  for (int64_t mc = 0; mc < m; mc += row_chunk<Tune, C>()) {
+    const int64_t mend = std::min(m, mc + row_chunk<Tune, C>());
     if (!kDecode || mend - mc < Tune::kDecodedRows) {
       row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
       continue;
@@ -606,8 +611,9 @@ int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 // per-thread buffer first (pack_steps: on AVX-512 64 k per zmm transpose):
 // with at most one row chunk, one M = 1 tile's panels at a time, walking
 // their rows' K chunks in order (each row read front to back, packed, then
-// used from L1); with more rows, all of the thread's panels once per K chunk,
-// then the row chunks.
+// used from L1); with more rows, the thread's panels in groups of at most
+// kInPlaceGroupBytes per K chunk (float_tile.hpp), each K chunk of a group
+// packed once, then the row chunks.
 template <class V, class Tune, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   const FloatPanels& w = *job.w;
@@ -628,8 +634,10 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   }
   p0 = rows_in_place<V, Tune, C, T>(job, m, p0, p1);
   if (p0 == p1) return;
-  const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : p1 - p0;
   const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * job.row;
+  constexpr int64_t J = Tune::panels_for(Tune::kMR);
+  const int64_t fits = std::max<int64_t>(J, kInPlaceGroupBytes / chunk_bytes / J * J);
+  const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : std::min(p1 - p0, fits);
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;

@@ -18,11 +18,20 @@ namespace {
 //    tile is compiled (g++ 12 spilled accumulators of AVX2's 5 × 1 bf16 loop,
 //    so 5 rows run as 4 + 1);
 //  - kGrain: the threads' panel grain; kStepChunk / kRowChunk: the K and row
-//    chunks (kDotStepChunk: the K chunk of the vdpbf16ps core, AVX-512 only,
-//    in k-pair steps: 512 pairs, 1.06-1.12x faster than 256 at M = 4096 on
-//    Zen 5, bench_float_tunings: fewer passes of y's partial sums);
-//    kDecodedRows: rows from which a row chunk decodes its panels once
-//    (decode_chunk, decode_pair_chunk);
+//    chunks; kDecodedRows: rows from which a row chunk decodes its panels
+//    once (decode_chunk, decode_pair_chunk);
+//  - the vdpbf16ps core's own chunks (AVX-512 only): kDotStepChunk k-pair
+//    steps and kDotRowChunk rows. It decodes each K chunk of panels to bf16
+//    once per row chunk, about 9 vector operations per 32 weights against
+//    one vdpbf16ps per 32 weights and row: 7 % of the core's work with
+//    128-row chunks. 1024 rows bring that under 1 %, and the activations,
+//    then read from L3 once per 3 panels, are a few bytes per 24 dots. With
+//    K chunks of 2048 pairs (the decoded chunk: 3 panels x 2048 x 64 B = 384
+//    KiB, in L2) y's partial sums pass through memory less often. Together
+//    1.10-1.15x faster than 128 rows x 512 pairs at M = 4096 on Zen 4, FP8
+//    and MXFP8, K = 3072 to 12288, packed and in place (bench_float_tunings,
+//    BENCHMARKS.md "Issue 14 on Zen 4"); 512 pairs had been 1.06-1.12x
+//    faster than 256 on Zen 5;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
@@ -34,14 +43,22 @@ namespace {
 //    256-step chunks without prefetch (bench_float_tunings, BENCHMARKS.md
 //    "Sixth AMX session");
 //  - in place: kInPlaceGroup panels packed side by side per K chunk when the
-//    rows fit one row chunk, and the packer fetches the next kPackAhead K
-//    chunks of the rows it reads (0: no software prefetch; AVX-512 packer);
+//    rows fit one row chunk (kRowChunk), and the packer fetches the next
+//    kPackAhead K chunks of the rows it reads (0: no software prefetch;
+//    AVX-512 packer); with more rows, as many panels as kInPlaceGroupBytes
+//    holds (below);
 //  - FP8 in place with at most kInPlaceRegisterRows rows (0: never) on a
 //    CPU with VBMI: no packing, each panel transposed and decoded in
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
 //    kInPlaceRowPrefetchBytes ahead.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
+// Read in place with more rows than kRowChunk, each thread packs one K chunk
+// of up to this many bytes of its panels at a time and runs every row against
+// it: the activations are read once per such group, few bytes against the
+// multiply-adds, and the per-thread pack buffer stays bounded (all of a
+// thread's panels at N = 21504 and 2048-pair K chunks would be 43 MiB).
+inline constexpr int64_t kInPlaceGroupBytes = int64_t{8} << 20;
 template <int Lanes>
 struct FloatTile;
 template <>
@@ -77,7 +94,8 @@ struct FloatTile<16> {
   static constexpr bool tile_ok(int) { return true; }
   static constexpr int64_t kGrain = 3;
   static constexpr int64_t kStepChunk = 256;
-  static constexpr int64_t kDotStepChunk = 512;
+  static constexpr int64_t kDotStepChunk = 2048;
+  static constexpr int64_t kDotRowChunk = 1024;
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
