@@ -17,7 +17,8 @@
 // of kStepChunk steps (a panel chunk stays in L1/L2; packed panels under MR
 // rows: kFewRowsStepChunk, all of K, each panel streamed and prefetched front
 // to back), rows in chunks of
-// kRowChunk (their activations stay in L2), and the register tile is MR rows ×
+// kRowChunk (their activations stay in L2; the dot core's kDotRowChunk is
+// longer, float_tile.hpp), and the register tile is MR rows ×
 // J panels (FloatTile, per target). Rows left over at the end of a chunk run
 // smaller tiles, each with its own J (M = 1 still walks several panels side
 // by side: independent FMA chains and read streams). With at least
@@ -636,7 +637,7 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   if (p0 == p1) return;
   const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * job.row;
   constexpr int64_t J = Tune::panels_for(Tune::kMR);
-  const int64_t fits = std::max<int64_t>(J, kInPlaceGroupBytes / chunk_bytes / J * J);
+  const int64_t fits = std::max<int64_t>(J, kInPlaceGroupBytes / std::max<int64_t>(1, chunk_bytes) / J * J);
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : std::min(p1 - p0, fits);
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
