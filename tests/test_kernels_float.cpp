@@ -214,9 +214,10 @@ TEST_P(FloatKernels, DotCoreReadsAnOddKInPlaceAsPacked) {
 }
 
 // Read in place with more rows than one row chunk, each thread packs its
-// panels in groups of at most 8 MiB per K chunk (kInPlaceGroupBytes): on one
-// thread, 132 panels of 2048-pair K chunks (64 KiB each) make a group of 128
-// and one of 4. Whatever the grouping, every output sums in k order, so the
+// panels in groups of at most 8 MiB per K chunk (kInPlaceGroupBytes), in
+// whole 3-panel tiles: on one thread, 132 panels of 2048-pair K chunks (64
+// KiB each) make a group of 126 and one of 6. Whatever the grouping, every
+// output sums in k order, so the
 // GEMM gives the packed panels' bits, and a NaN code in the second group's
 // panels still makes its column NaN.
 TEST_P(FloatKernels, DotCoreInPlaceGroupsEqualPacked) {

@@ -28,9 +28,9 @@ namespace {
 //    then read from L3 once per 3 panels, are a few bytes per 24 dots. With
 //    K chunks of 2048 pairs (the decoded chunk: 3 panels x 2048 x 64 B = 384
 //    KiB, in L2) y's partial sums pass through memory less often. Together
-//    1.10-1.15x faster than 128 rows x 512 pairs at M = 4096 on Zen 4, FP8
-//    and MXFP8, K = 3072 to 12288, packed and in place (bench_float_tunings,
-//    BENCHMARKS.md "Issue 14 on Zen 4"); 512 pairs had been 1.06-1.12x
+//    1.04-1.17x faster than 128 rows x 512 pairs at M = 256 to 4096 on Zen 4,
+//    FP8 and MXFP8, packed and in place (bench_float_tunings, the "(before)"
+//    variant; BENCHMARKS.md "Issue 14 on Zen 4"); 512 pairs had been 1.06-1.12x
 //    faster than 256 on Zen 5;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
@@ -54,7 +54,8 @@ namespace {
 //    kInPlaceRowPrefetchBytes ahead.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
 // Read in place with more rows than kRowChunk, each thread packs one K chunk
-// of up to this many bytes of its panels at a time and runs every row against
+// of up to this many bytes of its panels (in whole register tiles of
+// panels_for(kMR) panels) at a time and runs every row against
 // it: the activations are read once per such group, few bytes against the
 // multiply-adds, and the per-thread pack buffer stays bounded (all of a
 // thread's panels at N = 21504 and 2048-pair K chunks would be 43 MiB).
