@@ -107,6 +107,49 @@ TEST_P(FloatKernels, ActivationPreparationMatchesReferenceQuantizers) {
     }
 }
 
+// MXFP8 block exponents over the whole f32 range, against the reference
+// quantizer (frexp / ldexp / division; the kernels take the exponent from
+// the bits and multiply by 2^(127-e)): one 32-block per magnitude 2^j, j =
+// -160 .. 130 (subnormal and underflowing blocks, e = 0, up to blocks that
+// overflow to infinity, e = 254), blocks whose max|x| / 448 is exactly a
+// power of two (ceil(log2) at its tie) or one ulp above it, a NaN among
+// finite values, a block of zeros and one of the subnormal 2^-149.
+TEST_P(FloatKernels, Mxfp8BlockExponentsMatchTheReferenceAtEveryMagnitude) {
+  std::vector<float> x;
+  const std::vector<float> unit = random_floats(32, 77, 1.0f);
+  for (int j = -160; j <= 130; ++j)
+    for (float u : unit) x.push_back(std::ldexp(u, j));
+  // Each with a value in E4M3's subnormal range, whose code shows an
+  // exponent one off (the largest value's code alone may not: 448·2^(e-127)
+  // and 224·2^(e-126) are the same number).
+  for (int j = -140; j <= 120; j += 13) {
+    for (float u : unit) x.push_back(std::ldexp(u, j));
+    x.back() = std::ldexp(448.0f, j);  // max|x| / 448 = 2^j exactly
+    x[x.size() - 2] = std::ldexp(0.01f, j);
+    for (float u : unit) x.push_back(std::ldexp(u, j));
+    x.back() = std::nextafter(std::ldexp(448.0f, j), INFINITY);  // max|x| / 448 one ulp above 2^j
+    x[x.size() - 2] = std::ldexp(0.01f, j);
+  }
+  for (float u : unit) x.push_back(u);
+  x.back() = std::nanf("");
+  x.insert(x.end(), 32, 0.0f);
+  x.insert(x.end(), 32, 0x1p-149f);
+  const int64_t k = static_cast<int64_t>(x.size()), cols = k, steps = k / 2;
+  const quant::Mxfp8Blocks mx = quant::quantize_mxfp8(x.data(), 1, k);
+  std::vector<uint32_t> pairs(static_cast<size_t>(steps));
+  std::vector<float> f32(static_cast<size_t>(cols));
+  if (avx512()) x86::prepare_bf16_avx512(x.data(), 1, k, steps, x86::ActPrep::mxfp8, 1.0f, pairs.data(), false);
+  else prepare_f32(x.data(), 1, k, cols, x86::ActPrep::mxfp8, 1.0f, f32.data());
+  for (int64_t c = 0; c < k; ++c) {
+    const float got = avx512() ? bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? pairs[c / 2] & 0xFFFF : pairs[c / 2] >> 16))
+                               : f32[c];
+    const float want = e4m3_to_f32(mx.codes[c]) * e8m0_to_f32(mx.exponents[c / 32]);
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << "column " << c;
+    else ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "column " << c << " block e "
+                                                                                 << int(mx.exponents[c / 32]);
+  }
+}
+
 // Error bound of an fp32 sum of n terms in any order: n·2^-24·Σ|term| (plus
 // the final alpha/bias roundings). The weights are exact in every panel type
 // (decoded in registers), and avx512's bf16 core gets bf16 activations, so

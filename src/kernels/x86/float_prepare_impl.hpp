@@ -6,7 +6,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/x86/float_gemm_impl.hpp"
 #include "mixq/error.hpp"
@@ -47,11 +49,20 @@ inline typename V::F fp8_value(typename V::F v, ActPrep prep) {
   return round_minifloat<V, 3>(clamp_keep_nan<V>(v, 448.0f), 0x1p-6f, 0x1p-9f);
 }
 
+// ceil(log2(r)) of a positive finite f32, from its bits (the reference
+// quantizer's frexp, exactly, without a libm call per block): a normal r =
+// 2^(E-127)·1.m is a power of two when m = 0; a subnormal r = m·2^-149.
 inline int ceil_log2(float r) {
-  int exponent = 0;
-  const float mantissa = std::frexp(r, &exponent);
-  return mantissa == 0.5f ? exponent - 1 : exponent;
+  const uint32_t u = std::bit_cast<uint32_t>(r);
+  const uint32_t biased = u >> 23, m = u & 0x7FFFFF;
+  const int inexact = (m & (m - 1)) != 0;  // m not a power of two (subnormals)
+  if (biased == 0) return 31 - std::countl_zero(m) - 149 + inexact;
+  return static_cast<int>(biased) - 127 + (m != 0);
 }
+
+// 2^(e-127) for an E8M0 exponent e in 0 .. 254, from its bits (e = 0: the
+// subnormal 2^-127), as std::ldexp(1.0f, e - 127) gives it.
+inline float pow2_e8m0(int e) { return std::bit_cast<float>(e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23); }
 
 constexpr int64_t kPrepChunk = 32;  // floats prepared at a time (one MXFP8 block)
 
@@ -79,10 +90,13 @@ inline void prepare_values(const float* row, int64_t k, int64_t k0, ActPrep prep
     }
     const float ratio = a / 448.0f;
     const int e = std::isfinite(ratio) ? std::clamp(ceil_log2(std::max(ratio, 0x1p-127f)) + 127, 0, 254) : 254;
-    const typename V::F div = V::set1(std::ldexp(1.0f, e - 127));
-    const typename V::F back = V::set1(e == 0 ? 0.0f : std::ldexp(1.0f, e - 127));
+    // x / 2^(e-127) as x · 2^(127-e): one rounding of the same exact
+    // quotient (every 2^(127-e), e = 0 .. 254, is an f32), a multiply instead
+    // of a division per value.
+    const typename V::F inv = V::set1(pow2_e8m0(254 - e));
+    const typename V::F back = V::set1(e == 0 ? 0.0f : pow2_e8m0(e));
     MIXQ_UNROLL
-    for (int q = 0; q < Q; ++q) v[q] = V::mul(fp8_value<V>(V::div(v[q], div), ActPrep::e4m3), back);
+    for (int q = 0; q < Q; ++q) v[q] = V::mul(fp8_value<V>(V::mul(v[q], inv), ActPrep::e4m3), back);
   }
 }
 
