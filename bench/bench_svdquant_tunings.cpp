@@ -10,6 +10,10 @@
 // calibrated in the same run; larger M reports integer GOPS of the main
 // branch (2·M·N·K). On AVX2 the variants are the vpmaddubsw kernel, which
 // a CPU with AVX-VNNI does not run (its layer takes svdquant_avx_vnni).
+// The last row of each table is the library's own build of the default
+// block (the layer's kernel): the variants are compiled here, and the same
+// source compiled in this file has run measurably slower than the library's
+// (BENCHMARKS.md, "Zen 4, second session").
 //
 //   bench_svdquant_tunings [--quick] [--m M ..] [--shape KxN ..] [--threads N] [--tuning TEXT ..] [--in-cache]
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable), next to the default.

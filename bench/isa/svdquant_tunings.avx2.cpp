@@ -1,6 +1,7 @@
 // Variations of the AVX2 SVDQuant register blocks (SvdquantTile<Avx2> in
 // svdquant_w4a4_impl.hpp) for bench_svdquant_tunings: each differs from the
-// default in one member.
+// default in one member; the last row is the library's own build of the
+// default (svdquant_tunings.avx512.cpp says why).
 #include "isa/svdquant_tunings_variants.hpp"
 #include "support/svdquant_tunings.hpp"
 
@@ -15,7 +16,9 @@ std::vector<SvdquantTuning> svdquant_tunings_avx2() {
           {"M=1 block 1 row x 3 panels", run_tuned<Avx2, OneRowPanels<Base, 3>>},
           {"2+ rows: block 2 rows x 1 panel", run_tuned<Avx2, Block<Base, 2, 1>>},
           {"2+ rows: block 3 rows x 1 panel", run_tuned<Avx2, Block<Base, 3, 1>>},
-          {"2+ rows: block 2 rows x 2 panels", run_tuned<Avx2, Block<Base, 2, 2>>}};
+          {"2+ rows: block 2 rows x 2 panels", run_tuned<Avx2, Block<Base, 2, 2>>},
+          {"the layer's kernel (the library's build of the default)",
+           [](const SvdquantPacked& w, const float* x, int64_t m, float* y) { svdquant_avx2(w, x, m, y, false); }}};
 }
 
 }  // namespace mixq::bench
