@@ -141,8 +141,8 @@ TEST_P(FloatKernels, Mxfp8BlockExponentsMatchTheReferenceAtEveryMagnitude) {
   if (avx512()) x86::prepare_bf16_avx512(x.data(), 1, k, steps, x86::ActPrep::mxfp8, 1.0f, pairs.data(), false);
   else prepare_f32(x.data(), 1, k, cols, x86::ActPrep::mxfp8, 1.0f, f32.data());
   for (int64_t c = 0; c < k; ++c) {
-    const float got = avx512() ? bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? pairs[c / 2] & 0xFFFF : pairs[c / 2] >> 16))
-                               : f32[c];
+    const uint32_t pair = pairs[c / 2];
+    const float got = avx512() ? bf16_to_f32(static_cast<uint16_t>(c % 2 == 0 ? pair & 0xFFFF : pair >> 16)) : f32[c];
     const float want = e4m3_to_f32(mx.codes[c]) * e8m0_to_f32(mx.exponents[c / 32]);
     if (std::isnan(want)) ASSERT_TRUE(std::isnan(got)) << "column " << c;
     else ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "column " << c << " block e "

@@ -55,8 +55,7 @@ inline typename V::F fp8_value(typename V::F v, ActPrep prep) {
 inline int ceil_log2(float r) {
   const uint32_t u = std::bit_cast<uint32_t>(r);
   const uint32_t biased = u >> 23, m = u & 0x7FFFFF;
-  const int inexact = (m & (m - 1)) != 0;  // m not a power of two (subnormals)
-  if (biased == 0) return 31 - std::countl_zero(m) - 149 + inexact;
+  if (biased == 0) return 31 - std::countl_zero(m) - 149 + ((m & (m - 1)) != 0);  // + 1 unless m = 2^j
   return static_cast<int>(biased) - 127 + (m != 0);
 }
 
