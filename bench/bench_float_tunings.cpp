@@ -8,7 +8,10 @@
 // bench/isa/float_tunings_variants.hpp, listed per target by
 // bench/isa/float_tunings.*.cpp), in alternating
 // rounds so that every variant sees the same machine; the variants of a core
-// compute the same bits (checked). The FMA core is what every AVX2 machine
+// compute the same bits (checked). The last rows are the library's own
+// builds of the cores (the layer's kernels): the variants are compiled in
+// the bench, and a bench build of the same source has run several % slower
+// than the library's (BENCHMARKS.md, "Zen 4, second session"). The FMA core is what every AVX2 machine
 // runs, and every AVX-512 one where the probe prefers it to vdpbf16ps (on
 // AMX machines below the tiles' 32 rows), and FP8 layers up to 4 rows
 // where the probe prefers vdpbf16ps. Only the GEMM is timed: the

@@ -12,6 +12,12 @@ template <class T>
 void run(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   run_tuned<Avx2, T>(a, lda, m, w, alpha, bias, y);
 }
+// The library's own build (what a layer runs), listed last
+// (float_tunings.avx512.cpp says why).
+void layer_fma(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
+               float* y) {
+  float_gemm_avx2(static_cast<const float*>(a), lda, m, w, alpha, bias, y);
+}
 
 }  // namespace
 }  // namespace mixq::kernels::x86
@@ -47,7 +53,9 @@ std::vector<FloatTuning> float_tunings_avx2() {
           {"in place, K chunk 2048 steps", true, run<StepChunk<Base, 2048>>},
           {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
           {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
-          {"in place, pack prefetch 4 chunks ahead", true, run<PackAhead<Base, 4>>}};
+          {"in place, pack prefetch 4 chunks ahead", true, run<PackAhead<Base, 4>>},
+          {"the layer's kernel (the library's build)", false, layer_fma},
+          {"the layer's kernel, in place (the library's build)", true, layer_fma}};
 }
 
 }  // namespace mixq::bench

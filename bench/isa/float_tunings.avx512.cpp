@@ -16,6 +16,17 @@ template <class T>
 void dot(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   run_tuned<Avx512, T, Core::dot>(a, lda, m, w, alpha, bias, y);
 }
+// The library's own builds of the two cores (what a layer runs), listed
+// last: a variant must beat these rows, not only this file's build of the
+// default (BENCHMARKS.md, "Zen 4, second session": a bench build of the
+// same source can run several % slower than the library's).
+void layer_fma(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
+               float* y) {
+  float_gemm_avx512(static_cast<const float*>(a), lda, m, w, alpha, bias, y);
+}
+void layer_dot(const void* a, int64_t, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
+  float_gemm_avx512_bf16(static_cast<const uint32_t*>(a), m, w, alpha, bias, y);
+}
 
 }  // namespace
 }  // namespace mixq::kernels::x86
@@ -81,7 +92,11 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"dot core: row chunk 4096", false, dot<DotRowChunk<Base, 4096>>, true},
           {"dot core, in place (rows packed per K chunk)", true, dot<Base>, true},
           {"dot core, in place: 128-row chunks, K chunks of 512 pairs (before)", true,
-           dot<DotRowChunk<DotStepChunk<Base, 512>, 128>>, true}};
+           dot<DotRowChunk<DotStepChunk<Base, 512>, 128>>, true},
+          {"the layer's kernel (FMA core, the library's build)", false, layer_fma},
+          {"the layer's kernel, in place (FMA core, the library's build)", true, layer_fma},
+          {"the layer's kernel (dot core, the library's build)", false, layer_dot, true},
+          {"the layer's kernel, in place (dot core, the library's build)", true, layer_dot, true}};
 }
 
 }  // namespace mixq::bench
