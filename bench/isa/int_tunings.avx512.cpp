@@ -87,6 +87,16 @@ std::unique_ptr<IntKernel> make(const IntLayerDesc& d) {
   return std::make_unique<SimdIntKernel<Avx512, T>>(d, T::kAmx ? "avx512_amx" : "avx512_vnni");
 }
 
+// The library's own build (what a layer runs), packed and in place, listed
+// last: a variant must beat these rows, not only this file's build of the
+// default (BENCHMARKS.md, "Zen 4, second session").
+std::unique_ptr<IntKernel> layer_kernel(const IntLayerDesc& d) { return make_int_kernel_avx512(d); }
+std::unique_ptr<IntKernel> layer_kernel_in_place(const IntLayerDesc& d) {
+  IntLayerDesc in_place = d;
+  in_place.weight_in_place = true;
+  return make_int_kernel_avx512(in_place);
+}
+
 // The default tuning on rows read in place (IntLayerDesc::weight_in_place),
 // as a mapped checkpoint's INT8 or ConvRot W4A4 layer runs.
 template <class T = Base>
@@ -123,7 +133,9 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 1 row stream under 4 KiB rows", make_in_place<RowsLong4>},
           {"in place, 8 row streams", make_in_place<Rows8>},
           {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>},
-          {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>}};
+          {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>},
+          {"the layer's kernel (the library's build)", layer_kernel},
+          {"the layer's kernel, in place (the library's build)", layer_kernel_in_place}};
 }
 
 std::vector<IntTuning> int_tunings_amx() {
