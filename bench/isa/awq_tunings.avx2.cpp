@@ -77,7 +77,8 @@ std::vector<AwqTuning> awq_tunings_avx2() {
           {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
           {"scale/zero 1 group ahead", run<ParamsAhead1>},
           {"scale/zero 4 groups ahead", run<ParamsAhead4>},
-          {"large M: register tiles, 32-row chunks (before)", run<TilesLargeM>}};
+          {"large M: register tiles, 32-row chunks (before)", run<TilesLargeM>},
+          {"the layer's kernel (awq_avx2, the library's build)", awq_avx2}};
 }
 
 }  // namespace mixq::bench

@@ -56,7 +56,11 @@ std::vector<AwqTuning> awq_tunings_avx512() {
           {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
           {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
           {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>},
-          {"vdpbf16ps kernel (awq_avx512; its own bits)", awq_avx512, true}};
+          {"vdpbf16ps kernel (awq_avx512; its own bits)", awq_avx512, true},
+          // The library's build of the default (what a layer runs): a variant
+          // must beat it, not only this file's build (BENCHMARKS.md, "Zen 4,
+          // second session").
+          {"the layer's kernel (awq_avx512_fma, the library's build)", awq_avx512_fma}};
 }
 
 }  // namespace mixq::bench
