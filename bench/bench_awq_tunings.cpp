@@ -2,8 +2,10 @@
 // (tile shape, software-prefetch distances, row chunk: bench/isa/
 // awq_tunings.*.cpp), and on AVX-512 the vdpbf16ps kernel, in alternating
 // rounds so that every variant sees the same machine; the FMA variants
-// compute the same bits (checked). At M <= 16 the packed
-// weights cycle through a ring >= kRingLlcFactor times the last-level cache
+// compute the same bits (checked); the last row is the library's own build
+// of the FMA kernel (the layer's: awq_tunings.avx512.cpp says why). At M <=
+// 16 the packed weights cycle through a ring >= kRingLlcFactor times the
+// last-level cache
 // (from DRAM, as in decoding); "stored GB/s" counts the bytes the checkpoint
 // stores and the packed layer reads (4-bit codes + bf16 scale and zero per
 // group), given as a fraction of the read bandwidth calibrated in the same

@@ -11,8 +11,8 @@
 // compute the same bits (checked). The last rows are the library's own
 // builds of the cores (the layer's kernels): the variants are compiled in
 // the bench, and a bench build of the same source has run several % slower
-// than the library's (BENCHMARKS.md, "Zen 4, second session"). The FMA core is what every AVX2 machine
-// runs, and every AVX-512 one where the probe prefers it to vdpbf16ps (on
+// than the library's (BENCHMARKS.md, "Zen 4, second session"). The FMA
+// core is what every AVX2 machine runs, and every AVX-512 one where the probe prefers it to vdpbf16ps (on
 // AMX machines below the tiles' 32 rows), and FP8 layers up to 4 rows
 // where the probe prefers vdpbf16ps. Only the GEMM is timed: the
 // activation is its E4M3 values, prepared once (as f32, and as bf16 pairs

@@ -1,7 +1,9 @@
 // The integer GEMM under its target's tuning and variations of it
 // (activation block size, small-M prefetch distance, register tile:
 // bench/isa/int_tunings.*.cpp), in alternating rounds so that every variant
-// sees the same machine; the variants compute the same bits (checked). At
+// sees the same machine; the variants compute the same bits (checked); the
+// last rows are the library's own build, packed and in place (the layer's
+// kernel: bench/isa/int_tunings.avx512.cpp says why). At
 // M <= 16 the weights cycle through a ring >= kRingLlcFactor times the
 // last-level cache (from DRAM, as in decoding); "stored GB/s" counts the
 // bytes the checkpoint stores (codes + f32 per-row scale), given as a

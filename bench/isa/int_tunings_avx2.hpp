@@ -69,6 +69,20 @@ std::unique_ptr<IntKernel> make_in_place(const IntLayerDesc& d) {
   return make<V, T>(in_place);
 }
 
+// The library's own build for V (what a layer runs), packed and in place,
+// listed last (int_tunings.avx512.cpp says why).
+template <class V>
+std::unique_ptr<IntKernel> layer_kernel(const IntLayerDesc& d) {
+  if constexpr (std::is_same_v<V, Avx2Vnni>) return make_int_kernel_avx_vnni(d);
+  else return make_int_kernel_avx2_novnni(d);
+}
+template <class V>
+std::unique_ptr<IntKernel> layer_kernel_in_place(const IntLayerDesc& d) {
+  IntLayerDesc in_place = d;
+  in_place.weight_in_place = true;
+  return layer_kernel<V>(in_place);
+}
+
 template <class V>
 std::vector<bench::IntTuning> avx2_int_tunings() {
   return {{"default (act. block 1 MiB, prefetch 1 KiB, codes 4)", make<V, Base>},
@@ -86,7 +100,9 @@ std::vector<bench::IntTuning> avx2_int_tunings() {
           {"4-bit codes in registers up to 12 rows", make<V, CodesInRegisters<12>>},
           {"rows read in place (no packed copy)", make_in_place<V>},
           {"in place, 1 row stream", make_in_place<V, Rows1>},
-          {"in place, 8 row streams", make_in_place<V, Rows8>}};
+          {"in place, 8 row streams", make_in_place<V, Rows8>},
+          {"the layer's kernel (the library's build)", layer_kernel<V>},
+          {"the layer's kernel, in place (the library's build)", layer_kernel_in_place<V>}};
 }
 
 }  // namespace

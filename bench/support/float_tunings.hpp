@@ -11,7 +11,7 @@
 namespace mixq::bench {
 
 struct FloatTuning {
-  const char* name;  // the packed default first, then what differs from it
+  const char* name;  // the packed default first, then what differs from it; the library's build last
   bool in_place;     // runs on the stored rows (float_panels_in_place), not on packed panels
   // a: f32 values (FMA core) or bf16 pairs (dot core), rows lda apart.
   void (*run)(const void* a, int64_t lda, int64_t m, const kernels::x86::FloatPanels& w, float alpha,

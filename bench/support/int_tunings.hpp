@@ -11,7 +11,7 @@
 namespace mixq::bench {
 
 struct IntTuning {
-  const char* name;  // "default" first, then what differs from it
+  const char* name;  // "default" first, then what differs from it; the library's build last
   std::unique_ptr<kernels::IntKernel> (*make)(const kernels::IntLayerDesc& desc);
 };
 

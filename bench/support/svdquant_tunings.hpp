@@ -11,7 +11,7 @@
 namespace mixq::bench {
 
 struct SvdquantTuning {
-  const char* name;  // "default" first, then what differs from it
+  const char* name;  // "default" first, then what differs from it; the library's build last
   void (*run)(const kernels::x86::SvdquantPacked& w, const float* x, int64_t m, float* y);
 };
 
