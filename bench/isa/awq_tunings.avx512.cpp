@@ -1,6 +1,8 @@
-// Variations of the AVX-512 AWQ tuning (AwqTarget<Avx512> in
-// awq_w4a16_impl.hpp) for bench_awq_tunings: each differs from the default in
-// one member.
+// Variations of the AVX-512 AWQ tunings for bench_awq_tunings: of the
+// f32-FMA core (AwqTarget<Avx512> in awq_w4a16_impl.hpp) and of the vdpbf16ps
+// core (AwqBf16Tile in awq_bf16_impl.hpp); each differs from its core's
+// default in one member.
+#include "kernels/x86/awq_bf16_impl.hpp"
 #include "kernels/x86/awq_w4a16_impl.hpp"
 #include "support/awq_tunings.hpp"
 
@@ -35,6 +37,42 @@ struct SmallTiles2Panels : Base {
   static constexpr int panels_for(int rows) { return rows >= 8 ? 1 : 2; }
 };
 
+using Bf16 = AwqBf16Tile;
+// The vdpbf16ps core's tiles before its M = 1 change: 2 panels at every row
+// count, no software prefetch.
+struct Bf16Before : Bf16 {
+  static constexpr int64_t kStreamPanels = 2, kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+  static constexpr int panels_for(int) { return 2; }
+};
+struct Bf16NoPrefetch : Bf16 {
+  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
+};
+struct Bf16NoParamPrefetch : Bf16 {
+  static constexpr int64_t kParamGroupsAhead = 0;
+};
+struct Bf16CodeAhead1K : Bf16 {
+  static constexpr int64_t kStreamPrefetchBytes = 1024;
+};
+struct Bf16CodeAhead4K : Bf16 {
+  static constexpr int64_t kStreamPrefetchBytes = 4096;
+};
+struct Bf16TwoPanels : Bf16 {
+  static constexpr int64_t kStreamPanels = 2;
+  static constexpr int panels_for(int) { return 2; }
+};
+struct Bf16SixPanels : Bf16 {
+  static constexpr int64_t kStreamPanels = 6;
+  static constexpr int panels_for(int rows) { return rows <= 2 ? 6 : 2; }
+};
+struct Bf16FourPanelsTo4Rows : Bf16 {
+  static constexpr int panels_for(int rows) { return rows <= 4 ? 4 : 2; }
+};
+
+template <class T>
+void run_bf16(const AwqPacked& w, const float* x, int64_t m, float* y) {
+  awq_bf16<T>(w, x, m, y);
+}
+
 template <class T>
 void run(const AwqPacked& w, const float* x, int64_t m, float* y) {
   awq_fma<Avx512, T>(w, x, m, y);
@@ -56,7 +94,16 @@ std::vector<AwqTuning> awq_tunings_avx512() {
           {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
           {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
           {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>},
-          {"vdpbf16ps kernel (awq_avx512; its own bits)", awq_avx512, true},
+          {"vdpbf16ps kernel (awq_avx512; its own bits)", run_bf16<Bf16>, true},
+          {"vdpbf16ps: before M=1 change (2 panels, no prefetch)", run_bf16<Bf16Before>, true},
+          {"vdpbf16ps: no software prefetch", run_bf16<Bf16NoPrefetch>, true},
+          {"vdpbf16ps: no scale/zero prefetch", run_bf16<Bf16NoParamPrefetch>, true},
+          {"vdpbf16ps: code prefetch 1 KiB ahead", run_bf16<Bf16CodeAhead1K>, true},
+          {"vdpbf16ps: code prefetch 4 KiB ahead", run_bf16<Bf16CodeAhead4K>, true},
+          {"vdpbf16ps: 2 panels at every M", run_bf16<Bf16TwoPanels>, true},
+          {"vdpbf16ps: 1-2 rows x 6 panels", run_bf16<Bf16SixPanels>, true},
+          {"vdpbf16ps: up to 4 rows x 4 panels", run_bf16<Bf16FourPanelsTo4Rows>, true},
+          {"vdpbf16ps: the library's build (awq_avx512)", awq_avx512, true},
           // The library's build of the default (what a layer runs): a variant
           // must beat it, not only this file's build (BENCHMARKS.md, "Zen 4,
           // second session").

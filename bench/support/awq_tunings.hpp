@@ -13,7 +13,7 @@ namespace mixq::bench {
 struct AwqTuning {
   const char* name;  // "default" first, then what differs from it; the library's build last
   void (*run)(const kernels::x86::AwqPacked& w, const float* x, int64_t m, float* y);
-  bool bf16 = false;  // the vdpbf16ps kernel: x rounded to bf16, its own bits
+  bool bf16 = false;  // the vdpbf16ps core: x rounded to bf16, its own bits (its rows share them)
 };
 
 std::vector<AwqTuning> awq_tunings_avx2();

@@ -10,8 +10,8 @@
 // Packed weights: panels of 16 output columns; per panel and k-pair one
 // 16-byte row whose byte i is the stored byte of column 16p+i (low nibble k,
 // high nibble k+1). It is decoded in registers: vpmovzxbd spreads the bytes to
-// dword lanes, one shift and one vpternlogd select the two nibbles into the
-// two word indices, and vpermw maps them to bf16(q − 8) pairs, the exact
+// dword lanes, one vpmaddwd puts the two nibbles into the two word indices,
+// and vpermw maps them to bf16(q − 8) pairs, the exact
 // operand layout `vdpbf16ps` needs against a broadcast activation pair. The
 // weights stay 4-bit in memory (M = 1 is memory-bound).
 // The per-group scale and zero stay at the width the file stores them (F16,
