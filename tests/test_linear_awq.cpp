@@ -1,7 +1,6 @@
 // awq_w4a16 linear. Reference = fp32 dequantize + fp32 GEMM (docs/FORMATS.md §3.9's
-// recommended CUDA-naive semantics). Fast (AVX-512 BF16, from 17 rows:
-// "awq:avx512_bf16+avx512_fma" runs the FMA kernel below) rounds the
-// activations to bf16 (relative 2^-9 each) and keeps (q − 8) exact, so per
+// recommended CUDA-naive semantics). Fast (AVX-512 BF16, "awq:avx512_bf16",
+// at every row count) rounds the activations to bf16 (relative 2^-9 each) and keeps (q − 8) exact, so per
 // output |fast − ref| <= 2^-9·Σ_k |x_k·(q−8)·s| + fp32 accumulation noise;
 // the test allows 2^-8·Σ_k |x_k·W_nk| + 1e-5, computed from the data.
 // Fast (AVX2 + FMA, and AVX-512 "awq:avx512_fma" with the same math in zmm,
@@ -13,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "formats/awq.hpp"
@@ -56,9 +56,8 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
       for (int path = 0; path < 4; ++path) {
         const int isa = std::min(path, 2);
         const bool fma512 = path == 3;
-        const char* want_kernel[] = {"awq_dequant:ref", "awq:avx2_fma", "awq:avx512_bf16+avx512_fma",
-                                     "awq:avx512_fma"};
-        const bool bf16_core = path == 2 && m > 16;  // up to 16 rows the FMA kernel (f32 x)
+        const char* want_kernel[] = {"awq_dequant:ref", "awq:avx2_fma", "awq:avx512_bf16", "awq:avx512_fma"};
+        const bool bf16_core = path == 2;
         if (!testing::kernel_path(want_kernel[path], static_cast<kernels::Isa>(isa))) continue;
         kernels::set_isa(static_cast<kernels::Isa>(isa));
         kernels::set_float_dot(fma512 ? kernels::FloatDot::fma : kernels::FloatDot::bf16);
@@ -88,6 +87,42 @@ TEST(AwqLinear, FastMatchesReferenceOnEveryIsa) {
       kernels::set_isa(kernels::best_isa());
     }
   }
+}
+
+// Every fast path computes a row the same way whatever the number of rows in
+// the call (the register tiles, the panel split over threads at few rows and
+// the row split at many change only which sums run side by side): a batch
+// gives each row the bits it gets alone. N = 100 is 7 panels (the 4-panel
+// tiles of one or two rows, then single panels); 1 to 33 rows reach every
+// tile height, the few-row and the many-row paths.
+TEST(AwqLinear, RowResultsDoNotDependOnTheRowCount) {
+  IsaGuard guard;
+  const int64_t n = 100, k = 192, g = 64;
+  const std::vector<float> w = testing::random_floats(n * k, 81, 0.05f);
+  const std::vector<float> b = testing::random_floats(n, 82, 0.1f);
+  auto l = testing::quantized_layer(formats::awq_w4a16_format(), w, n, k, {{"group_size", g}}, b);
+  const std::vector<float> x = testing::random_floats(33 * k, 83, 1.0f);
+  int paths = 0;
+  for (int path = 1; path < 4; ++path) {  // avx2, avx512 with vdpbf16ps, avx512 with the FMA core
+    const char* want_kernel[] = {"", "awq:avx2_fma", "awq:avx512_bf16", "awq:avx512_fma"};
+    const int isa = std::min(path, 2);
+    if (!testing::kernel_path(want_kernel[path], static_cast<kernels::Isa>(isa))) continue;
+    kernels::set_isa(static_cast<kernels::Isa>(isa));
+    kernels::set_float_dot(path == 3 ? kernels::FloatDot::fma : kernels::FloatDot::bf16);
+    auto fast = Linear::create(l->layer, {KernelChoice::automatic});
+    ASSERT_EQ(fast->kernel_name(), want_kernel[path]);
+    ++paths;
+    std::vector<float> alone(33 * n);
+    for (int64_t row = 0; row < 33; ++row) fast->forward(x.data() + row * k, 1, alone.data() + row * n);
+    for (int64_t m : {2, 3, 4, 5, 8, 16, 17, 33}) {
+      std::vector<float> y(m * n);
+      fast->forward(x.data(), m, y.data());
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(alone[i]))
+            << want_kernel[path] << " m=" << m << " row " << i / n << " column " << i % n;
+    }
+  }
+  if (paths == 0) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
 }
 
 TEST(AwqLinear, ReferenceIsTheDequantizedFloatLinear) {

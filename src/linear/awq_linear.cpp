@@ -5,12 +5,12 @@
 // AVX-512 BF16 (rounds the activations to bf16) or the f32-FMA decode (w =
 // q·s + (z − 8s) in f32, fp32 activations) on AVX-512 or AVX2. On avx512
 // kernels::float_dot() (measured: the faster of vdpbf16ps and vfmadd231ps on
-// this core) picks between the two when the layer is created; with vdpbf16ps
-// picked, up to kFmaRows rows still run the f32-FMA kernel (both read the
-// same packed weights): memory-bound there, it streams them faster.
-// Measured on Zen 5 (bench_awq_tunings, BENCHMARKS.md "Issue 14 on Zen 5,
-// second session"): 1.02-1.38x faster at 1-16 rows, even at 24, 1.6x slower
-// from 48.
+// this core) picks between the two when the layer is created, for every row
+// count: a row's result does not depend on how many rows the call has. (Up to
+// 16 rows used to run the FMA kernel under vdpbf16ps too, measured faster on
+// Zen 5 than the vdpbf16ps kernel's 2-panel tiles without prefetch; with 4
+// panels a row and prefetch that kernel took 0.6-0.8x the FMA kernel's time at
+// 1 to 16 rows on Zen 4, BENCHMARKS.md "Zen 4, third session".)
 #include "formats/awq.hpp"
 #include "kernels/calibrate.hpp"
 #include "kernels/cpu.hpp"
@@ -24,7 +24,6 @@ namespace mixq::linear {
 namespace {
 
 enum class AwqKernel { avx512_bf16, avx512_fma, avx2_fma };
-constexpr int64_t kFmaRows = 16;
 
 class AwqLinear final : public Linear {
  public:
@@ -37,9 +36,7 @@ class AwqLinear final : public Linear {
     if (m < 0) fail("layer '{}': negative row count {}", prefix_, m);
     if (m == 0) return;
     switch (kernel_) {
-      case AwqKernel::avx512_bf16:
-        (m <= kFmaRows ? kernels::x86::awq_avx512_fma : kernels::x86::awq_avx512)(packed_, x, m, y);
-        break;
+      case AwqKernel::avx512_bf16: kernels::x86::awq_avx512(packed_, x, m, y); break;
       case AwqKernel::avx512_fma: kernels::x86::awq_avx512_fma(packed_, x, m, y); break;
       case AwqKernel::avx2_fma: kernels::x86::awq_avx2(packed_, x, m, y); break;
     }
@@ -47,7 +44,7 @@ class AwqLinear final : public Linear {
   std::optional<int64_t> packed_bytes() const override { return packed_.bytes(); }
   std::string_view kernel_name() const override {
     switch (kernel_) {
-      case AwqKernel::avx512_bf16: return "awq:avx512_bf16+avx512_fma";  // the FMA kernel up to kFmaRows
+      case AwqKernel::avx512_bf16: return "awq:avx512_bf16";
       case AwqKernel::avx512_fma: return "awq:avx512_fma";
       default: return "awq:avx2_fma";
     }
