@@ -13,6 +13,9 @@
 // reports 2·M·N·K per second (int8 GOPS for nvfp4's block dots, GFLOPS for FP8).
 //
 //   bench_in_place [--quick] [--format nvfp4|float8_e4m3fn ..] [--m M ..] [--shape KxN ..] [--threads N]
+//                  [--in-cache]
+//   --in-cache: one copy of the weights at every M (no DRAM ring): with a
+//            small shape, the kernels' compute rate.
 //   defaults: both formats, M = 1 at K=3072 N=12288, K=12288 N=3072, K=5376 N=21504; 2 threads.
 #include <cmath>
 #include <cstdio>
@@ -91,7 +94,10 @@ std::unique_ptr<Layer> fp8_layer(int64_t k, int64_t n, uint32_t seed, const std:
 }  // namespace
 
 int main(int argc, char** argv) try {
-  BenchArgs o = parse_args("bench_in_place", argc, argv);
+  bool in_cache = false;
+  BenchArgs o = parse_args("bench_in_place", argc, argv, [&](const std::string& flag, const auto&) {
+    return flag == "--in-cache" && (in_cache = true);
+  });
   default_to_decode_shapes(o);
   const std::vector<std::string> formats =
       o.formats.empty() ? std::vector<std::string>{"nvfp4", "float8_e4m3fn"} : o.formats;
@@ -110,7 +116,7 @@ int main(int argc, char** argv) try {
       for (auto [k, n] : o.shapes) {
         const bool nvfp4 = format == "nvfp4";
         const double stored = nvfp4 ? double(n) * double(k) * (0.5 + 1.0 / 16) : double(n) * double(k);
-        const int copies = m <= 16 ? ring_copies(stored) : 1;
+        const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
         const std::vector<float> x = random_activations(m * k);
         x86::Nvfp4Activation act;
         std::vector<float> a;  // FP8: the activation as its E4M3 values
@@ -140,7 +146,7 @@ int main(int argc, char** argv) try {
         });
         std::printf("\n# %s M=%ld K=%ld N=%ld%s\n", format.c_str(), m, k, n,
                     ring_suffix(copies, stored).c_str());
-        print_variant_table({"weights", "vs packed", 32}, names, times, copies > 1 ? stored : 0, run.bw,
+        print_variant_table({"weights", "vs packed", 32}, names, times, m <= 16 ? stored : 0, run.bw,
                             2.0 * double(m) * double(n) * double(k), nvfp4 ? "int GOPS" : "GFLOPS");
         std::fflush(stdout);
       }

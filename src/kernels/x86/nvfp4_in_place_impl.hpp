@@ -211,12 +211,16 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
     if (count > 2) finish(b + 2, _mm256_permute2x128_si256(even_lo, even_hi, 0x31), sw[2]);
     if (count > 3) finish(b + 3, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x31), sw[3]);
   };
-  // The next group's rows follow these in memory: fetch 256 of its bytes per
-  // step (8 rows x 32), so they are in cache when it starts.
-  const char* next = reinterpret_cast<const char*>(rows + 8 * stride);
+  // The groups' rows follow each other in memory: fetch 256 bytes of the
+  // group after next per step (8 rows x 32), into L2 (T1), where it waits a
+  // whole group. On Zen 4 (bench_in_place --format nvfp4, BENCHMARKS.md "Zen
+  // 4, third session") that took the in-place time from 1.46-1.61x the packed
+  // time to 0.93-1.17x; the next group into L1 (T0), as before: 1.46-1.61x;
+  // the next group into L2: 1.09-1.41x.
+  const char* next = reinterpret_cast<const char*>(rows + 16 * stride);
   const int64_t whole = blocks / 4;
   for (int64_t g = 0; g < whole; ++g, next += 256) {
-    for (int l = 0; l < 4; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+    for (int l = 0; l < 4; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
     // The 8 rows' scales of a group of 4 blocks are 128 bytes, 512 apart
     // from one group to the next: a strided walk the hardware does not
     // prefetch, and that stalled the loop (half the speed without this).
