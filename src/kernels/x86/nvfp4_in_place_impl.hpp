@@ -170,46 +170,63 @@ inline ScaleRows scale_rows(const Nvfp4Weights& w, int64_t r0) {
 // 0 .. 7, as a vpermd / vpermps index.
 inline __m256i rows_in_order() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
 
-// Weight rows [r0, r0 + 8), row t at rows + t·stride, against activation row
-// `i`; `sr`: their scales (scale_rows).
-template <class D>
-void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i, int64_t r0,
+// Weight rows [r0, r0 + 8), row t at rows + t·stride, against the R
+// activation rows from `i0`; `sr`: their scales (scale_rows). Each group of
+// 4 blocks is decoded and its scales widened once for the R rows: per half
+// (weight rows 0, 2, 4, 6, then 1, 3, 5, 7) 4 rows' codes, then every
+// activation row's dots and block sums. Each output's operations are those
+// of one row at a time, in the same order.
+template <class D, int R>
+void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i0, int64_t r0,
                 const uint8_t* rows, int64_t stride, ScaleRows sr) {
   const uint8_t* scales = sr.span;
   const Nvfp4Activation& a = *job.act;
   const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
   const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
-  const int8_t* x = xo.codes.data() + i * groups * kGemvGroupBytes;
-  __m256 acc = _mm256_setzero_ps();
+  const int8_t* x = xo.codes.data() + i0 * groups * kGemvGroupBytes;
+  __m256 acc[R];
+  MIXQ_UNROLL
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   // (S_w / 256)·(S_x·256) is S_w·S_x rounded once, as the packed kernels' S_w·S_x.
-  auto finish = [&](int64_t b, __m256i d, __m256 sw) {
-    const size_t at = static_cast<size_t>(i * blocks + b);
+  auto finish = [&](int r, int64_t b, __m256i d, __m256 sw) {
+    const size_t at = static_cast<size_t>((i0 + r) * blocks + b);
     const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
-    acc = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(xo.scale256[at])), acc);
+    acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(xo.scale256[at])), acc[r]);
   };
   // Blocks 4g .. 4g + count - 1; `load(p)` reads a row's code bytes there.
   auto group = [&](int64_t g, int count, auto load) {
-    const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * kGemvGroupBytes));
-    const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + g * kGemvGroupBytes + 32));
-    __m256i d[8];
+    __m256i even[2][R], odd[2][R];  // [half][row] lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (as quad)
     MIXQ_UNROLL
-    for (int t = 0; t < 8; ++t) {
-      const __m256i c = load(rows + t * stride + 32 * g);
-      const __m256i odd = _mm256_shuffle_epi8(table, _mm256_and_si256(c, nibble));
-      const __m256i even = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble));
-      d[t] = D::dot(odd, x_odd, even, x_even);
+    for (int half = 0; half < 2; ++half) {
+      __m256i wo[4], we[4];
+      MIXQ_UNROLL
+      for (int t = 0; t < 4; ++t) {
+        const __m256i c = load(rows + (2 * t + half) * stride + 32 * g);
+        wo[t] = _mm256_shuffle_epi8(table, _mm256_and_si256(c, nibble));
+        we[t] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble));
+      }
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xr = x + (r * groups + g) * kGemvGroupBytes;
+        const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr));
+        const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + 32));
+        __m256i d[4];
+        MIXQ_UNROLL
+        for (int t = 0; t < 4; ++t) d[t] = D::dot(wo[t], x_odd, we[t], x_even);
+        sum_blocks(d[0], d[1], d[2], d[3], even[half][r], odd[half][r]);
+      }
     }
     const __m256i quad = gemv_scale_quad(scales + g * 512, sr.pick);
-    __m256i even_lo, odd_lo, even_hi, odd_hi;  // lanes: rows 0, 2, 4, 6 | 1, 3, 5, 7 (as quad)
-    sum_blocks(d[0], d[2], d[4], d[6], even_lo, odd_lo);
-    sum_blocks(d[1], d[3], d[5], d[7], even_hi, odd_hi);
     __m256 sw[4];
     gemv_scales(quad, sw);
     const int64_t b = 4 * g;
-    finish(b, _mm256_permute2x128_si256(even_lo, even_hi, 0x20), sw[0]);
-    if (count > 1) finish(b + 1, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x20), sw[1]);
-    if (count > 2) finish(b + 2, _mm256_permute2x128_si256(even_lo, even_hi, 0x31), sw[2]);
-    if (count > 3) finish(b + 3, _mm256_permute2x128_si256(odd_lo, odd_hi, 0x31), sw[3]);
+    MIXQ_UNROLL
+    for (int r = 0; r < R; ++r) {
+      finish(r, b, _mm256_permute2x128_si256(even[0][r], even[1][r], 0x20), sw[0]);
+      if (count > 1) finish(r, b + 1, _mm256_permute2x128_si256(odd[0][r], odd[1][r], 0x20), sw[1]);
+      if (count > 2) finish(r, b + 2, _mm256_permute2x128_si256(even[0][r], even[1][r], 0x31), sw[2]);
+      if (count > 3) finish(r, b + 3, _mm256_permute2x128_si256(odd[0][r], odd[1][r], 0x31), sw[3]);
+    }
   };
   // The groups' rows follow each other in memory: fetch 256 bytes of the
   // group after next per step (8 rows x 32), into L2 (T1), where it waits a
@@ -235,14 +252,17 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
   }
   const int64_t valid = std::min<int64_t>(8, job.n - r0);
   const __m256i mask = Avx2::mask(valid);
-  acc = _mm256_permutevar8x32_ps(acc, rows_in_order());
-  __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(acc, _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
-  if (job.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(job.bias + r0, mask));
-  _mm256_maskstore_ps(job.y + i * job.n + r0, mask, out);
+  MIXQ_UNROLL
+  for (int r = 0; r < R; ++r) {
+    const __m256 sum = _mm256_permutevar8x32_ps(acc[r], rows_in_order());
+    __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(sum, _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
+    if (job.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(job.bias + r0, mask));
+    _mm256_maskstore_ps(job.y + (i0 + r) * job.n + r0, mask, out);
+  }
 }
 
-// Each group of 8 weight rows is read from DRAM once; a second activation row
-// reuses it from cache (decoding it again). A last group of fewer than 8
+// Each group of 8 weight rows is read from DRAM once; activation rows past
+// the first 4 reuse it from cache (decoding it again). A last group of fewer than 8
 // rows is copied (zero-padded) so that no read passes the tensor's end.
 template <class V>
 void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
@@ -260,7 +280,16 @@ void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
         rows = tail.data();
       }
       const ScaleRows sr = scale_rows(w, r0);
-      for (int64_t i = 0; i < m; ++i) gemv_group<D>(job, w, xo, i, r0, rows, w.row_bytes, sr);
+      // Up to 4 activation rows per pass over the group (its rows in L1 or
+      // L2 after the first).
+      for (int64_t i = 0; i < m; i += 4) {
+        switch (std::min<int64_t>(4, m - i)) {
+          case 1: gemv_group<D, 1>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
+          case 2: gemv_group<D, 2>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
+          case 3: gemv_group<D, 3>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
+          default: gemv_group<D, 4>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
+        }
+      }
     }
   });
 }
@@ -283,11 +312,16 @@ void decode_panel_in_place(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
     const __m256i k_order = _mm256_blend_epi32(_mm256_unpacklo_epi8(hi, c), _mm256_unpackhi_epi8(hi, c), 0xF0);
     return _mm256_shuffle_epi8(table, _mm256_and_si256(k_order, nibble));
   };
+  // The panel after next (its 16 rows follow this panel's in memory): 64 of
+  // its bytes into L2 per step, as the GEMV does (1024 bytes per 16 steps
+  // read here).
+  const char* ahead = reinterpret_cast<const char*>(w.codes + (p + 2) * 16 * w.row_bytes);
   for (int j0 = 0; j0 < 16; j0 += 4) {
     const uint8_t* row[4];
     for (int t = 0; t < 4; ++t) row[t] = w.codes + std::min<int64_t>(p * 16 + j0 + t, w.n - 1) * w.row_bytes;
     uint8_t* out = dst + (j0 / L) * kVec + 4 * (j0 % L);
-    for (int64_t b = 0; b < w.blocks; b += 2, out += 2 * kBlock) {
+    for (int64_t b = 0; b < w.blocks; b += 2, out += 2 * kBlock, ahead += 64) {
+      _mm_prefetch(ahead, _MM_HINT_T1);
       const bool pair = b + 1 < w.blocks;  // else one block: 8 bytes, never read past the row
       __m256i v[4];
       for (int t = 0; t < 4; ++t) {

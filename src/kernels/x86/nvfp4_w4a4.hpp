@@ -50,8 +50,12 @@ struct Nvfp4Weights {
   bool in_place() const { return codes != nullptr; }
 };
 
-// M up to which an in-place weight runs the k-lane GEMV (nvfp4_w4a4_impl.hpp).
-constexpr int64_t kNvfp4InPlaceGemvM = 2;
+// M up to which an in-place weight runs the k-lane GEMV (nvfp4_in_place_impl.hpp,
+// up to 4 activation rows per pass over a group of weight rows). On Zen 4 it
+// took 0.3-0.9x the time of the panel decode at 2 to 8 rows (2.3x faster at
+// 3, 1.1-1.2x at 8; bench_in_place --format nvfp4, BENCHMARKS.md "Zen 4,
+// third session"); it was 2 when each row decoded the group again.
+constexpr int64_t kNvfp4InPlaceGemvM = 8;
 
 // codes [rows, row_bytes] hi-first; scales swizzled for [rows, row_bytes*2/16].
 Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,
