@@ -48,6 +48,7 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<Base, 4096>>},
+          {"few rows: prefetch panels into L2 (T1)", false, run<StreamPrefetchIntoL2<Base>>},
           {"row chunk 64", false, run<RowChunk<Base, 64>>},
           {"row chunk 256", false, run<RowChunk<Base, 256>>},
           {"decoded to f32 from 16 rows", false, run<DecodedRows<Base, 16>>},

@@ -40,6 +40,10 @@ template <class Base, int64_t Bytes>
 struct StreamPrefetch : Base {
   static constexpr int64_t kStreamPrefetchBytes = Bytes;
 };
+template <class Base>
+struct StreamPrefetchIntoL2 : Base {
+  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+};
 template <class Base, int64_t Rows>
 struct RowChunk : Base {
   static constexpr int64_t kRowChunk = Rows;

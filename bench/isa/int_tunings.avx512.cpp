@@ -33,6 +33,9 @@ struct Ahead1K : Base {
 struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
+struct AheadIntoL2 : Base {
+  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+};
 
 template <int64_t Rows>
 struct CodesInRegisters : Base {  // 4-bit codes: decoded in registers up to Rows tokens, else to a tile
@@ -125,6 +128,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
+          {"small-M prefetch into L2 (T1)", make<AheadIntoL2>},
           {"4-bit codes decoded to a tile at every M (before)", make<CodesInRegisters<0>>},
           {"4-bit codes in registers up to 12 rows", make<CodesInRegisters<12>>},
           {"4-bit codes in registers, vpshufb lookups (no VBMI)", make<CodesShuffled>},
@@ -134,6 +138,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 8 row streams", make_in_place<Rows8>},
           {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>},
           {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>},
+          {"in place, small-M prefetch into L2 (T1)", make_in_place<AheadIntoL2>},
           {"the layer's kernel (the library's build)", layer_kernel},
           {"the layer's kernel, in place (the library's build)", layer_kernel_in_place}};
 }

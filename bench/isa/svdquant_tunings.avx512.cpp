@@ -18,6 +18,7 @@ std::vector<SvdquantTuning> svdquant_tunings_avx512() {
   return {{"default", run_tuned<Avx512, Base>},
           {"M=1 block 1 row x 2 panels", run_tuned<Avx512, OneRowPanels<Base, 2>>},
           {"M=1 block 1 row x 4 panels", run_tuned<Avx512, OneRowPanels<Base, 4>>},
+          {"small M: weights prefetched into L2 (T1)", run_tuned<Avx512, PrefetchIntoL2<Base>>},
           {"2+ rows: block 4 rows x 2 panels", run_tuned<Avx512, Block<Base, 4, 2>>},
           {"2+ rows: block 3 rows x 4 panels", run_tuned<Avx512, Block<Base, 3, 4>>},
           {"2+ rows: block 6 rows x 4 panels", run_tuned<Avx512, Block<Base, 6, 4>>},

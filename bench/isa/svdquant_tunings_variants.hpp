@@ -16,6 +16,10 @@ template <class Base, int Rows, int Panels>
 struct Block : Base {
   static constexpr int kRows = Rows, kPanels = Panels;
 };
+template <class Base>
+struct PrefetchIntoL2 : Base {
+  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+};
 
 // The whole layer on target V under tile T (SvdquantTuning::run).
 template <class V, class T>

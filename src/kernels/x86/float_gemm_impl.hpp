@@ -364,7 +364,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
               MIXQ_UNROLL
               for (int j = 0; j < J; ++j)
                 _mm_prefetch(reinterpret_cast<const char*>(b[j] + (s - s0) * row + Tune::kStreamPrefetchBytes),
-                             _MM_HINT_T0);
+                             Tune::kStreamPrefetchHint);
           }
           if constexpr (kTwoSteps<V, Tune, T>) {
             if (s + 1 < se) {  // steps s and s + 1 of each panel in one widening (fp8_two)

@@ -159,7 +159,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 // loop: g++ 12 turns `sum += q[j] * w[j]` over int8 into a wrong dot
 // product on AVX-VNNI / AVX512-VNNI targets (seen at tails of 20 and 37
 // bytes: test_kernels_int).
-template <class V, int R, int TM, WeightMode Mode, bool Stream>
+template <class V, class T, int R, int TM, WeightMode Mode, bool Stream>
 void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int64_t ahead, int32_t (*out)[R]) {
   using I = typename V::I;
   constexpr bool Int4 = Mode != WeightMode::int8, kI16 = Int4 && !V::kVnni;
@@ -225,7 +225,7 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
       if constexpr (Stream) {
         const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
         MIXQ_UNROLL
-        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), _MM_HINT_T0);
+        for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), T::kStreamPrefetchHint);
       }
       const uint8_t* wr[R];
       MIXQ_UNROLL
@@ -555,9 +555,9 @@ class SimdIntKernel final : public IntKernel {
         const int8_t* q = blk.q.data() + t0 * kp;
         const int64_t ahead = T::kStreamPrefetchBytes;
         // Plain rows (never int4_x16's activations times 16).
-        if (!w_.int4) rows_dot<V, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, ahead, sums);
-        else if (act_ == ActQuant::q4row) rows_dot<V, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
-        else rows_dot<V, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, ahead, sums);
+        if (!w_.int4) rows_dot<V, T, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, ahead, sums);
+        else if (act_ == ActQuant::q4row) rows_dot<V, T, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
+        else rows_dot<V, T, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, ahead, sums);
         for (int t = 0; t < TM; ++t)
           for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
       }

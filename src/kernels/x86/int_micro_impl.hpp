@@ -90,7 +90,8 @@ void micro(const int8_t* a, int64_t kp, const uint8_t* const* b, int32_t* out, b
   auto prefetch = [&](int64_t offset) {
     if constexpr (Stream && kAhead > 0) {
       MIXQ_UNROLL
-      for (int p = 0; p < P; ++p) _mm_prefetch(reinterpret_cast<const char*>(bp[p] + offset + kAhead), _MM_HINT_T0);
+      for (int p = 0; p < P; ++p)
+        _mm_prefetch(reinterpret_cast<const char*>(bp[p] + offset + kAhead), T::kStreamPrefetchHint);
     }
   };
   // Every row's 4 activation bytes at ak against the weight vectors w.

@@ -49,6 +49,7 @@ struct SvdquantTile {
   // threads, 1.24-1.45x at one, and equal from cache: the streams, not the
   // arithmetic (BENCHMARKS.md, "Issue 14 on AVX2: Zen 2, tenth session").
   static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
+  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;  // small M: the weights' prefetch (into L1)
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
@@ -173,7 +174,7 @@ void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t
 // three together made the call 1.28x faster (median of alternating builds;
 // BENCHMARKS.md, "fifth session").
 inline constexpr int64_t kScaleGroupsAhead = 4;
-template <class V, int R, int CB>
+template <class V, int R, int CB, class Tile = SvdquantTile<V>>
 void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, int64_t prefetch, float* y) {
   using F = typename V::F;
   using I = typename V::I;
@@ -217,7 +218,7 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       if (prefetch > 0)  // one 64-byte line per panel and octet
         for (int c = 0; c < CB; ++c)
           _mm_prefetch(reinterpret_cast<const char*>(pk.weight.data() + ((p0 + c) * k8 + o) * 16) + prefetch,
-                       _MM_HINT_T0);
+                       Tile::kStreamPrefetchHint);
       // Low nibbles (k 0..3 of the octet) against every row, then the high
       // ones (k 4..7).
       auto weights = [&](I* w, bool high) {
@@ -314,13 +315,13 @@ void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int6
   constexpr int R = Tile::kRows;
   static_assert(R <= 6, "the remainder cases below go up to 5 rows");
   int64_t m = m_begin;
-  for (; m + R <= m_end; m += R) block<V, R, CB>(pk, a, m, p, prefetch, y);
+  for (; m + R <= m_end; m += R) block<V, R, CB, Tile>(pk, a, m, p, prefetch, y);
   switch (m_end - m) {
-    case 5: if constexpr (R > 5) block<V, 5, CB>(pk, a, m, p, prefetch, y); break;
-    case 4: if constexpr (R > 4) block<V, 4, CB>(pk, a, m, p, prefetch, y); break;
-    case 3: if constexpr (R > 3) block<V, 3, CB>(pk, a, m, p, prefetch, y); break;
-    case 2: if constexpr (R > 2) block<V, 2, CB>(pk, a, m, p, prefetch, y); break;
-    case 1: block<V, 1, CB>(pk, a, m, p, prefetch, y); break;
+    case 5: if constexpr (R > 5) block<V, 5, CB, Tile>(pk, a, m, p, prefetch, y); break;
+    case 4: if constexpr (R > 4) block<V, 4, CB, Tile>(pk, a, m, p, prefetch, y); break;
+    case 3: if constexpr (R > 3) block<V, 3, CB, Tile>(pk, a, m, p, prefetch, y); break;
+    case 2: if constexpr (R > 2) block<V, 2, CB, Tile>(pk, a, m, p, prefetch, y); break;
+    case 1: block<V, 1, CB, Tile>(pk, a, m, p, prefetch, y); break;
     default: break;
   }
 }
@@ -344,9 +345,9 @@ template <class V, class Tile = SvdquantTile<V>>
 void one_row(const SvdquantPacked& pk, const SvdquantActs& a, int64_t p_begin, int64_t p_end, float* y) {
   constexpr int CB = Tile::kOneRowPanels;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) block<V, 1, CB>(pk, a, 0, p, kStreamPrefetchBytes, y);
+  for (; p + CB <= p_end; p += CB) block<V, 1, CB, Tile>(pk, a, 0, p, kStreamPrefetchBytes, y);
   if constexpr (CB > 1)
-    for (; p < p_end; ++p) block<V, 1, 1>(pk, a, 0, p, kStreamPrefetchBytes, y);
+    for (; p < p_end; ++p) block<V, 1, 1, Tile>(pk, a, 0, p, kStreamPrefetchBytes, y);
 }
 
 #if defined(MIXQ_SVDQUANT_AMX)
