@@ -1,5 +1,6 @@
 // Variations of the AVX2 AWQ tuning (AwqTarget<Avx2> in awq_w4a16_impl.hpp)
 // for bench_awq_tunings: each differs from the default in one member.
+#include "isa/awq_tunings_variants.hpp"
 #include "kernels/x86/awq_w4a16_impl.hpp"
 #include "support/awq_tunings.hpp"
 
@@ -25,27 +26,6 @@ struct M1ThreePanels : Base {
 struct M1FourPanels : Base {
   static constexpr int panels_for(int rows) { return rows == 1 ? 4 : 1; }
 };
-struct NoPrefetch : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
-};
-struct NoCodePrefetch : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 0;
-};
-struct NoParamPrefetch : Base {
-  static constexpr int64_t kParamGroupsAhead = 0;
-};
-struct CodeAhead1K : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 1024;
-};
-struct CodeAhead4K : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 4096;
-};
-struct ParamsAhead1 : Base {
-  static constexpr int64_t kParamGroupsAhead = 1;
-};
-struct ParamsAhead4 : Base {
-  static constexpr int64_t kParamGroupsAhead = 4;
-};
 // Large M as before awq_decoded: 4 × 1 register tiles decoding in registers,
 // rows in chunks of 32 (one chunk per thread at a time).
 struct TilesLargeM : Base {
@@ -70,13 +50,13 @@ std::vector<AwqTuning> awq_tunings_avx2() {
           {"M=1 tile 1 row x 1 panel", run<M1OnePanel>},
           {"M=1 tile 1 row x 3 panels", run<M1ThreePanels>},
           {"M=1 tile 1 row x 4 panels", run<M1FourPanels>},
-          {"no software prefetch", run<NoPrefetch>},
-          {"no code prefetch", run<NoCodePrefetch>},
-          {"no scale/zero prefetch", run<NoParamPrefetch>},
-          {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
-          {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
-          {"scale/zero 1 group ahead", run<ParamsAhead1>},
-          {"scale/zero 4 groups ahead", run<ParamsAhead4>},
+          {"no software prefetch", run<NoPrefetch<Base>>},
+          {"no code prefetch", run<CodeAhead<Base, 0>>},
+          {"no scale/zero prefetch", run<ParamsAhead<Base, 0>>},
+          {"code prefetch 1 KiB ahead", run<CodeAhead<Base, 1024>>},
+          {"code prefetch 4 KiB ahead", run<CodeAhead<Base, 4096>>},
+          {"scale/zero 1 group ahead", run<ParamsAhead<Base, 1>>},
+          {"scale/zero 4 groups ahead", run<ParamsAhead<Base, 4>>},
           {"large M: register tiles, 32-row chunks (before)", run<TilesLargeM>},
           {"the layer's kernel (awq_avx2, the library's build)", awq_avx2}};
 }

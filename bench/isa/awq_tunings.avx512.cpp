@@ -2,6 +2,7 @@
 // f32-FMA core (AwqTarget<Avx512> in awq_w4a16_impl.hpp) and of the vdpbf16ps
 // core (AwqBf16Tile in awq_bf16_impl.hpp); each differs from its core's
 // default in one member.
+#include "isa/awq_tunings_variants.hpp"
 #include "kernels/x86/awq_bf16_impl.hpp"
 #include "kernels/x86/awq_w4a16_impl.hpp"
 #include "support/awq_tunings.hpp"
@@ -10,56 +11,24 @@ namespace mixq::kernels::x86 {
 namespace {
 
 using Base = AwqTarget<Avx512>;
-// The kernel before its M = 1 change: x always repacked into 16-row blocks,
-// no software prefetch.
-struct Before : Base {
-  static constexpr int64_t kPackMinM = 1, kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
-};
 struct PackAlways : Base {
   static constexpr int64_t kPackMinM = 1;
 };
-struct NoPrefetch : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
-};
-struct NoCodePrefetch : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 0;
-};
-struct NoParamPrefetch : Base {
-  static constexpr int64_t kParamGroupsAhead = 0;
-};
-struct CodeAhead1K : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 1024;
-};
-struct CodeAhead4K : Base {
-  static constexpr int64_t kStreamPrefetchBytes = 4096;
-};
+// The kernel before its M = 1 change: x always repacked into 16-row blocks,
+// no software prefetch.
+using Before = NoPrefetch<PackAlways>;
 struct SmallTiles2Panels : Base {
   static constexpr int panels_for(int rows) { return rows >= 8 ? 1 : 2; }
 };
 
 using Bf16 = AwqBf16Tile;
-// The vdpbf16ps core's tiles before its M = 1 change: 2 panels at every row
-// count, no software prefetch.
-struct Bf16Before : Bf16 {
-  static constexpr int64_t kStreamPanels = 2, kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
-  static constexpr int panels_for(int) { return 2; }
-};
-struct Bf16NoPrefetch : Bf16 {
-  static constexpr int64_t kStreamPrefetchBytes = 0, kParamGroupsAhead = 0;
-};
-struct Bf16NoParamPrefetch : Bf16 {
-  static constexpr int64_t kParamGroupsAhead = 0;
-};
-struct Bf16CodeAhead1K : Bf16 {
-  static constexpr int64_t kStreamPrefetchBytes = 1024;
-};
-struct Bf16CodeAhead4K : Bf16 {
-  static constexpr int64_t kStreamPrefetchBytes = 4096;
-};
 struct Bf16TwoPanels : Bf16 {
   static constexpr int64_t kStreamPanels = 2;
   static constexpr int panels_for(int) { return 2; }
 };
+// The vdpbf16ps core's tiles before its M = 1 change: 2 panels at every row
+// count, no software prefetch.
+using Bf16Before = NoPrefetch<Bf16TwoPanels>;
 struct Bf16SixPanels : Bf16 {
   static constexpr int64_t kStreamPanels = 6;
   static constexpr int panels_for(int rows) { return rows <= 2 ? 6 : 2; }
@@ -88,18 +57,18 @@ std::vector<AwqTuning> awq_tunings_avx512() {
   return {{"default", run<Base>},
           {"before M=1 change (x packed, no prefetch)", run<Before>},
           {"x packed at every M", run<PackAlways>},
-          {"no software prefetch", run<NoPrefetch>},
-          {"no code prefetch", run<NoCodePrefetch>},
-          {"no scale/zero prefetch", run<NoParamPrefetch>},
-          {"code prefetch 1 KiB ahead", run<CodeAhead1K>},
-          {"code prefetch 4 KiB ahead", run<CodeAhead4K>},
+          {"no software prefetch", run<NoPrefetch<Base>>},
+          {"no code prefetch", run<CodeAhead<Base, 0>>},
+          {"no scale/zero prefetch", run<ParamsAhead<Base, 0>>},
+          {"code prefetch 1 KiB ahead", run<CodeAhead<Base, 1024>>},
+          {"code prefetch 4 KiB ahead", run<CodeAhead<Base, 4096>>},
           {"tiles of <= 4 rows x 2 panels", run<SmallTiles2Panels>},
           {"vdpbf16ps kernel (awq_avx512; its own bits)", run_bf16<Bf16>, true},
           {"vdpbf16ps: before M=1 change (2 panels, no prefetch)", run_bf16<Bf16Before>, true},
-          {"vdpbf16ps: no software prefetch", run_bf16<Bf16NoPrefetch>, true},
-          {"vdpbf16ps: no scale/zero prefetch", run_bf16<Bf16NoParamPrefetch>, true},
-          {"vdpbf16ps: code prefetch 1 KiB ahead", run_bf16<Bf16CodeAhead1K>, true},
-          {"vdpbf16ps: code prefetch 4 KiB ahead", run_bf16<Bf16CodeAhead4K>, true},
+          {"vdpbf16ps: no software prefetch", run_bf16<NoPrefetch<Bf16>>, true},
+          {"vdpbf16ps: no scale/zero prefetch", run_bf16<ParamsAhead<Bf16, 0>>, true},
+          {"vdpbf16ps: code prefetch 1 KiB ahead", run_bf16<CodeAhead<Bf16, 1024>>, true},
+          {"vdpbf16ps: code prefetch 4 KiB ahead", run_bf16<CodeAhead<Bf16, 4096>>, true},
           {"vdpbf16ps: 2 panels at every M", run_bf16<Bf16TwoPanels>, true},
           {"vdpbf16ps: 1-2 rows x 6 panels", run_bf16<Bf16SixPanels>, true},
           {"vdpbf16ps: up to 4 rows x 4 panels", run_bf16<Bf16FourPanelsTo4Rows>, true},
