@@ -34,14 +34,13 @@ namespace {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 // Chosen on Zen 4 (bench_awq_tunings, BENCHMARKS.md "Zen 4, third session"):
-// one or two rows take 4 panels (4 or 8 independent chains); 3 to 16 rows 2
-// panels (6 to 8 accumulators and as many outputs in zmm).
+// one or two rows take 4 panels (4 or 8 independent chains); more rows, 4 at
+// a time, 2 panels (8 accumulators and 8 outputs in zmm).
 struct AwqBf16Tile {
   static constexpr int64_t kSmallM = 16, kStreamPanels = 4, kLargeRows = 32;
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes, kParamGroupsAhead = 2;
   static constexpr int panels_for(int rows) { return rows <= 2 ? 4 : 2; }
 };
-
 
 struct AwqBf16Acts {
   int64_t k2 = 0, groups = 0;
@@ -74,7 +73,7 @@ void bf16_block(const AwqPacked& w, const AwqBf16Acts& a, int64_t m0, int64_t p0
   const StoredView scale(w.scale), zeros(w.zeros);
   const int64_t elem = w.scale.width() == FloatWidth::f32 ? 4 : 2;
   for (int64_t g = 0; g < a.groups; ++g) {
-    if constexpr (Stream) {
+    if constexpr (Stream && T::kParamGroupsAhead > 0) {
       if (g + T::kParamGroupsAhead < a.groups) {
         const int64_t at = (g + T::kParamGroupsAhead) * np + p0 * 16;
         prefetch_lines(scale.at(at), CB * 16 * elem);
@@ -85,12 +84,11 @@ void bf16_block(const AwqPacked& w, const AwqBf16Acts& a, int64_t m0, int64_t p0
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < CB; ++c) acc[r][c] = _mm512_setzero_ps();
     for (int64_t j = g * steps; j < (g + 1) * steps; ++j) {
-      if constexpr (Stream) {
-        if ((j & 3) == 0)
-          for (int c = 0; c < CB; ++c)
-            _mm_prefetch(reinterpret_cast<const char*>(w.codes.data() + ((p0 + c) * half + j) * 16) +
-                             T::kStreamPrefetchBytes,
-                         _MM_HINT_T0);
+      if constexpr (Stream && T::kStreamPrefetchBytes > 0) {
+        if ((j & 3) == 0) {  // one prefetch per 64-byte line of each panel's codes
+          const char* at = reinterpret_cast<const char*>(w.codes.data() + (p0 * half + j) * 16);
+          for (int c = 0; c < CB; ++c) _mm_prefetch(at + c * half * 16 + T::kStreamPrefetchBytes, _MM_HINT_T0);
+        }
       }
       __m512i wv[CB];
       for (int c = 0; c < CB; ++c) wv[c] = bf16_decode(w.codes.data() + ((p0 + c) * half + j) * 16, table);
@@ -130,8 +128,8 @@ void bf16_rows(const AwqPacked& w, const AwqBf16Acts& a, int64_t m0, int64_t p_b
 }
 
 template <class T, bool Stream>
-void bf16_run(const AwqPacked& w, const AwqBf16Acts& a, int64_t m_begin, int64_t m_end, int64_t p_begin, int64_t p_end,
-         float* y) {
+void bf16_run(const AwqPacked& w, const AwqBf16Acts& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
+              int64_t p_end, float* y) {
   alignas(64) uint16_t words[32] = {};
   for (int i = 0; i < 32; ++i) {
     const float v = static_cast<float>(i % 16 - 8);
@@ -180,8 +178,8 @@ __attribute__((always_inline)) inline void awq_bf16(const AwqPacked& w, const fl
     }
   });
   if (m <= T::kSmallM) {
-    const int64_t quads = (w.panels + T::kStreamPanels - 1) / T::kStreamPanels;
-    util::parallel_for(quads, 1, [&](int64_t begin, int64_t end, int) {
+    const int64_t slices = (w.panels + T::kStreamPanels - 1) / T::kStreamPanels;
+    util::parallel_for(slices, 1, [&](int64_t begin, int64_t end, int) {
       bf16_run<T, true>(w, a, 0, m, begin * T::kStreamPanels, std::min(end * T::kStreamPanels, w.panels), y);
     });
   } else {
