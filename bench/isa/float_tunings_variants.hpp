@@ -42,7 +42,7 @@ struct StreamPrefetch : Base {
 };
 template <class Base>
 struct StreamPrefetchIntoL2 : Base {
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T1;
 };
 template <class Base, int64_t Rows>
 struct RowChunk : Base {

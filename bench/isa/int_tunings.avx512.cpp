@@ -34,7 +34,7 @@ struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
 struct AheadIntoL2 : Base {
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T1;
 };
 
 template <int64_t Rows>

@@ -18,7 +18,7 @@ struct Block : Base {
 };
 template <class Base>
 struct PrefetchIntoL2 : Base {
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T1;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T1;
 };
 
 // The whole layer on target V under tile T (SvdquantTuning::run).

@@ -3,8 +3,6 @@
 // and by bench/bench_float_tunings, which instantiates the kernel with
 // variations of it (bench/isa/float_tunings*). Include only from
 // float_gemm_impl.hpp (the per-target translation units' anonymous namespace).
-#include <immintrin.h>
-
 #include <cstdint>
 #include <limits>
 
@@ -83,7 +81,7 @@ struct FloatTile<8> {
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kTwoSteps = false;
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
@@ -104,7 +102,7 @@ struct FloatTile<16> {
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kTwoSteps = true;
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;

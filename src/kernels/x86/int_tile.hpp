@@ -3,11 +3,10 @@
 // and by the benches that instantiate the kernel with variations of it
 // (bench/isa/int_tunings*). Include only from int_gemm_impl.hpp (the
 // per-target translation units' anonymous namespace).
-#include <immintrin.h>
-
 #include <cstdint>
 #include <limits>
 
+#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/int_pack.hpp"
 
 namespace mixq::kernels::x86 {
@@ -93,7 +92,7 @@ struct IntTile<16> {
   static constexpr int kTilePanels = 4;
   static constexpr int64_t kActBlockBytes = 768 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 2048;
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 0;  // 4 streams at K = 3072 too (bench_int_tunings)
@@ -110,7 +109,7 @@ struct IntTile<8> {
   static constexpr int kTilePanels = 1;
   static constexpr int64_t kActBlockBytes = 1024 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 1024;
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
   static constexpr int64_t kLongRowBytes = 4096;

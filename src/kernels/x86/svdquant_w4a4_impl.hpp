@@ -49,7 +49,7 @@ struct SvdquantTile {
   // threads, 1.24-1.45x at one, and equal from cache: the streams, not the
   // arithmetic (BENCHMARKS.md, "Issue 14 on AVX2: Zen 2, tenth session").
   static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
-  static constexpr _mm_hint kStreamPrefetchHint = _MM_HINT_T0;  // small M: the weights' prefetch (into L1)
+  static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;  // small M: the weights' prefetch (into L1)
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
