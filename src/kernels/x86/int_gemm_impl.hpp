@@ -556,7 +556,8 @@ class SimdIntKernel final : public IntKernel {
         const int64_t ahead = T::kStreamPrefetchBytes;
         // Plain rows (never int4_x16's activations times 16).
         if (!w_.int4) rows_dot<V, T, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, ahead, sums);
-        else if (act_ == ActQuant::q4row) rows_dot<V, T, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
+        else if (act_ == ActQuant::q4row)
+          rows_dot<V, T, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
         else rows_dot<V, T, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, ahead, sums);
         for (int t = 0; t < TM; ++t)
           for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
