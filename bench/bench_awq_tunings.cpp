@@ -1,9 +1,10 @@
 // The f32-FMA AWQ W4A16 kernel under its target's tuning and variations of it
 // (tile shape, software-prefetch distances, row chunk: bench/isa/
-// awq_tunings.*.cpp), and on AVX-512 the vdpbf16ps kernel, in alternating
-// rounds so that every variant sees the same machine; the FMA variants
-// compute the same bits (checked); the last row is the library's own build
-// of the FMA kernel (the layer's: awq_tunings.avx512.cpp says why). At M <=
+// awq_tunings.*.cpp), and on AVX-512 the vdpbf16ps kernel under its tuning
+// and variations of it, in alternating rounds so that every variant sees the
+// same machine; each core's variants compute that core's bits (checked);
+// each core's last row is the library's own build of it (what a layer runs:
+// a variant must beat that row, BENCHMARKS.md "Zen 4, second session"). At M <=
 // 16 the packed weights cycle through a ring >= kRingLlcFactor times the
 // last-level cache
 // (from DRAM, as in decoding); "stored GB/s" counts the bytes the checkpoint

@@ -2,7 +2,8 @@
 // The f32-FMA AWQ kernel (src/kernels/x86/awq_w4a16_impl.hpp) compiled with
 // its target's tuning and with variations of it (bench/isa/awq_tunings.*.cpp,
 // each compiled for its instruction set), for bench_awq_tunings; on AVX-512
-// also the vdpbf16ps kernel, on the same packed weights.
+// also the vdpbf16ps kernel (awq_bf16_impl.hpp) and variations of its tuning,
+// on the same packed weights.
 #include <cstdint>
 #include <vector>
 

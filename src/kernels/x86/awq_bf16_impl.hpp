@@ -48,10 +48,6 @@ struct AwqBf16Acts {
   std::vector<float> sums;      // [M][groups] fp32 Σ x over the group
 };
 
-inline __mmask16 bf16_tail_mask(int64_t count) {
-  return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << count) - 1u);
-}
-
 // 16 stored bytes -> 16 lanes of bf16 pairs (q_lo − 8, q_hi − 8). A byte b
 // zero-extended to a dword times 0x1001 (vpmaddwd: the high word is 0) is b +
 // (b << 12): word 1 holds b >> 4 = q_hi, word 0's low five bits b & 31 =
@@ -71,7 +67,7 @@ void bf16_block(const AwqPacked& w, const AwqBf16Acts& a, int64_t m0, int64_t p0
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < CB; ++c) out[r][c] = _mm512_setzero_ps();
   const StoredView scale(w.scale), zeros(w.zeros);
-  const int64_t elem = w.scale.width() == FloatWidth::f32 ? 4 : 2;
+  const int64_t elem = static_cast<int64_t>(w.scale.element_bytes());
   for (int64_t g = 0; g < a.groups; ++g) {
     if constexpr (Stream && T::kParamGroupsAhead > 0) {
       if (g + T::kParamGroupsAhead < a.groups) {
@@ -109,7 +105,7 @@ void bf16_block(const AwqPacked& w, const AwqBf16Acts& a, int64_t m0, int64_t p0
   }
   for (int c = 0; c < CB; ++c) {
     const int64_t col = (p0 + c) * 16;
-    const __mmask16 mask = bf16_tail_mask(w.n - col);
+    const __mmask16 mask = Avx512::mask(w.n - col);
     for (int r = 0; r < R; ++r) {
       __m512 v = out[r][c];
       if (!w.bias.empty()) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, w.bias.data() + col));
@@ -165,7 +161,7 @@ __attribute__((always_inline)) inline void awq_bf16(const AwqPacked& w, const fl
       for (; i + 16 <= w.k; i += 16)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(xr + i)));
       if (i < w.k) {
-        const __mmask16 mask = bf16_tail_mask(w.k - i);
+        const __mmask16 mask = Avx512::mask(w.k - i);
         _mm256_mask_storeu_epi16(dst + i, mask, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, xr + i)));
       }
       // The zero-point term sums the same bf16-rounded x the dot multiplies,

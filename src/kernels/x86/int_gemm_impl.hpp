@@ -143,7 +143,8 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 
 // Exact int32 dots of TM plain quantized token rows q (stride kp, zero
 // padded) with R in-place weight rows of rb bytes, each row one memory
-// stream, 64 bytes per step:
+// stream, 64 bytes per step (Stream: each prefetched T::kStreamPrefetchBytes
+// ahead with T::kStreamPrefetchHint):
 //  int8: Σ_k q[k]·w[k], as |w| against q·sign(w) (Avx2::abs8); q must lie
 //        in [-127, 127], which Q8row's codes do (|x| / (amax / 127) rounds
 //        to at most 127; -128 is never produced);
@@ -160,7 +161,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 // product on AVX-VNNI / AVX512-VNNI targets (seen at tails of 20 and 37
 // bytes: test_kernels_int).
 template <class V, class T, int R, int TM, WeightMode Mode, bool Stream>
-void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int64_t ahead, int32_t (*out)[R]) {
+void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, int32_t (*out)[R]) {
   using I = typename V::I;
   constexpr bool Int4 = Mode != WeightMode::int8, kI16 = Int4 && !V::kVnni;
   constexpr int H = 64 / (4 * V::kLanes);  // vectors per 64-byte step
@@ -223,6 +224,7 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
     const int64_t chain_end = std::min(whole, i + 64 * kI16Steps);
     for (; i < chain_end; i += 64) {
       if constexpr (Stream) {
+        constexpr int64_t ahead = T::kStreamPrefetchBytes;
         const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
         MIXQ_UNROLL
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), T::kStreamPrefetchHint);
@@ -553,12 +555,10 @@ class SimdIntKernel final : public IntKernel {
         int32_t sums[TM][R];
         constexpr bool kStream = T::kStreamPrefetchBytes > 0;
         const int8_t* q = blk.q.data() + t0 * kp;
-        const int64_t ahead = T::kStreamPrefetchBytes;
         // Plain rows (never int4_x16's activations times 16).
-        if (!w_.int4) rows_dot<V, T, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, ahead, sums);
-        else if (act_ == ActQuant::q4row)
-          rows_dot<V, T, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, ahead, sums);
-        else rows_dot<V, T, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, ahead, sums);
+        if (!w_.int4) rows_dot<V, T, R, TM, WeightMode::int8, kStream>(w, q, kp, rb, sums);
+        else if (act_ == ActQuant::q4row) rows_dot<V, T, R, TM, WeightMode::int4_a4, kStream>(w, q, kp, rb, sums);
+        else rows_dot<V, T, R, TM, WeightMode::int4, kStream>(w, q, kp, rb, sums);
         for (int t = 0; t < TM; ++t)
           for (int r = 0; r < R; ++r) acc[t * P * 16 + c * kPanelCols + r0 + r] = sums[t][r];
       }
