@@ -78,6 +78,10 @@ template <class Base, int64_t Bytes>
 struct InPlaceRowPrefetch : Base {
   static constexpr int64_t kInPlaceRowPrefetchBytes = Bytes;
 };
+template <class Base, mixq::kernels::PrefetchHint Hint>
+struct InPlaceRowPrefetchHint : Base {
+  static constexpr mixq::kernels::PrefetchHint kInPlaceRowPrefetchHint = Hint;
+};
 // Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
 template <class Base>
 struct Before : Base {

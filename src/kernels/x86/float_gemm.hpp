@@ -37,6 +37,8 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/stream_prefetch.hpp"
+
 namespace mixq::kernels::x86 {
 
 enum class PanelType : uint8_t { f32, bf16, f16, e4m3, e5m2, mxfp8, nvfp4 };
@@ -117,13 +119,14 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 // one-k, in place), all of K, transposed and decoded in registers
 // (fp8_rows_in_place.avx512vbmi.cpp; AVX-512 VBMI), `side_by_side` (1 .. 3)
 // panels at a time (FMA chains interleaved step by step), each row's codes fetched
-// `prefetch_bytes` ahead (0: none). alpha is the FMA core's (times 2^8 for
+// `prefetch_bytes` ahead (0: none) with `prefetch_hint` (_MM_HINT_T0: into
+// L1, _MM_HINT_T1: into L2). alpha is the FMA core's (times 2^8 for
 // E4M3 and MXFP8 panels); y [m, w.n] as above; the columns holding an E4M3
 // NaN code are appended to nan_columns.
 bool fp8_rows_in_place_supported();
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
-                                  const float* bias, float* y, std::vector<int64_t>& nan_columns);
+                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, PrefetchHint prefetch_hint,
+                                  float alpha, const float* bias, float* y, std::vector<int64_t>& nan_columns);
 
 // AVX-512 `vdpbf16ps` core over FP8 panels (E4M3, E5M2, MXFP8; the codes
 // widened to bf16 in registers, exact): a is bf16 pairs [m, w.pair_steps()]

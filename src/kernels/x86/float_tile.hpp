@@ -51,7 +51,7 @@ namespace {
 //    CPU with VBMI: no packing, each panel transposed and decoded in
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
-//    kInPlaceRowPrefetchBytes ahead.
+//    kInPlaceRowPrefetchBytes ahead with kInPlaceRowPrefetchHint.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
 // Read in place with more rows than kRowChunk, each thread packs one K chunk
 // of up to this many bytes of its panels (in whole register tiles of
@@ -88,6 +88,7 @@ struct FloatTile<8> {
   static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
   static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
+  static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T0;
 };
 template <>
 struct FloatTile<16> {
@@ -112,9 +113,14 @@ struct FloatTile<16> {
   // at 512 B on Zen 5 at M = 1 to 4 (BENCHMARKS.md, "Issue 14 on Zen 5, third
   // session"); where the row stride is a multiple of 4 KiB the second panel
   // runs one 64-byte line behind the first (panels_lag in
-  // fp8_rows_in_place.avx512vbmi.cpp; "fifth session").
+  // fp8_rows_in_place.avx512vbmi.cpp; "fifth session"). The row prefetch
+  // goes into L2 (T1): into L1 (T0) the 32 row streams' prefetches hold
+  // L1's miss buffers; T0 was 1.02-1.11x slower from DRAM at M = 1, K =
+  // 3072 and 5376, on Zen 4 (equal at K = 12288; BENCHMARKS.md, "Issue 14
+  // on Zen 4, fourth session").
   static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
+  static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T1;
 };
 
 }  // namespace

@@ -162,6 +162,7 @@ struct Call {
   int64_t lda;
   const FloatPanels* w;
   int64_t prefetch;
+  PrefetchHint prefetch_hint;  // _MM_HINT_T0 or _MM_HINT_T1
   float alpha;
   const float* bias;
   float* y;
@@ -212,7 +213,10 @@ void panels_in_registers(const Call& c, int64_t p) {
       for (int i = 0; i < 8; ++i) {
         const uint8_t* lo = rows + i * stride;
         const uint8_t* hi = lo + 8 * stride;
-        if (c.prefetch > 0) {
+        if (c.prefetch > 0 && c.prefetch_hint == _MM_HINT_T1) {
+          _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
+          _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
+        } else if (c.prefetch > 0) {
           _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
         }
@@ -343,9 +347,9 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
 bool fp8_rows_in_place_supported() { return cpu_has_avx512_vbmi(); }
 
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, float alpha,
-                                  const float* bias, float* y, std::vector<int64_t>& nan_columns) {
-  const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y, &nan_columns};
+                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, PrefetchHint prefetch_hint,
+                                  float alpha, const float* bias, float* y, std::vector<int64_t>& nan_columns) {
+  const Call c{a, lda, &w, prefetch_bytes, prefetch_hint, alpha, bias, y, &nan_columns};
   switch (w.type) {
     case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
     case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
