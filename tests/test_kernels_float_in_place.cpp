@@ -32,7 +32,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, 
 // both zeros, the largest), MXFP8 block exponents 100-154 (every product
 // stays a normal f32), rows padded past k, K tails under 64, a partial last
 // panel, an odd panel count, rows 4 KiB apart (48 x 4032 padded by 64: the
-// panels side by side run lagged, panels_lag) with and without a K tail;
+// panels side by side run lagged, panels_lag) with and without a K tail,
+// and with K a multiple of 256 (48 x 4096, 48 x 3840 padded by 256: the
+// rows are staged, stage_rows);
 // once with FP8 activations (exact products: the plain sum) and once with
 // raw f32 ones (std::fma chains). A second weight
 // puts the special codes in some columns: E4M3 NaN, E5M2 inf and NaN.
@@ -43,7 +45,8 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
     kernel_path("float_gemm:fp8_rows_in_place_avx512vbmi", kernels::Isa::avx512,
                 x86::fp8_rows_in_place_supported() ? "" : "AVX-512 VBMI");
   for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
-                  Shape{33, 200, 64}, Shape{48, 4032, 64}, Shape{48, 4090, 6}}) {
+                  Shape{33, 200, 64}, Shape{48, 4032, 64}, Shape{48, 4090, 6}, Shape{48, 4096, 0},
+                  Shape{48, 3840, 256}}) {
     for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
       const int64_t k = type == T::mxfp8 ? (s.k + 31) / 32 * 32 : s.k, blocks = k / 32;
       const int64_t row_bytes = k + s.pad;

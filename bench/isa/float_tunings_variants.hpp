@@ -78,6 +78,10 @@ template <class Base, int64_t Bytes>
 struct InPlaceRowPrefetch : Base {
   static constexpr int64_t kInPlaceRowPrefetchBytes = Bytes;
 };
+template <class Base, bool Stage>
+struct InPlaceStageAliasedRows : Base {
+  static constexpr bool kInPlaceStageAliasedRows = Stage;
+};
 template <class Base, mixq::kernels::PrefetchHint Hint>
 struct InPlaceRowPrefetchHint : Base {
   static constexpr mixq::kernels::PrefetchHint kInPlaceRowPrefetchHint = Hint;

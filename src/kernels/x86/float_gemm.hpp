@@ -117,16 +117,19 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 // against few rows, without the per-call pack buffer: rows of a (f32 [m,
 // lda]) against panels [p0, p1) of w (each panel's 16 columns inside w.n;
 // one-k, in place), all of K, transposed and decoded in registers
-// (fp8_rows_in_place.avx512vbmi.cpp; AVX-512 VBMI), `side_by_side` (1 .. 3)
-// panels at a time (FMA chains interleaved step by step), each row's codes fetched
-// `prefetch_bytes` ahead (0: none) with `prefetch_hint` (_MM_HINT_T0: into
-// L1, _MM_HINT_T1: into L2). alpha is the FMA core's (times 2^8 for
-// E4M3 and MXFP8 panels); y [m, w.n] as above; the columns holding an E4M3
-// NaN code are appended to nan_columns.
+// (fp8_rows_in_place.avx512vbmi.cpp; AVX-512 VBMI) as `how` says. alpha is
+// the FMA core's (times 2^8 for E4M3 and MXFP8 panels); y [m, w.n] as above;
+// the columns holding an E4M3 NaN code are appended to nan_columns.
+struct Fp8RowsInPlace {
+  int side_by_side;               // 1 .. 3 panels at a time (FMA chains interleaved step by step)
+  int64_t prefetch_bytes;         // each row's codes fetched this far ahead (0: none) ...
+  PrefetchHint prefetch_hint;     // ... with this hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2)
+  bool stage_aliased_rows;        // rows that share few L1 sets copied to a small buffer first
+};
 bool fp8_rows_in_place_supported();
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, PrefetchHint prefetch_hint,
-                                  float alpha, const float* bias, float* y, std::vector<int64_t>& nan_columns);
+                                  int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,
+                                  float* y, std::vector<int64_t>& nan_columns);
 
 // AVX-512 `vdpbf16ps` core over FP8 panels (E4M3, E5M2, MXFP8; the codes
 // widened to bf16 in registers, exact): a is bf16 pairs [m, w.pair_steps()]

@@ -598,9 +598,10 @@ int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   if constexpr (C == Core::fma && is_fp8(T) && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
     if (m > Tune::kInPlaceRegisterRows || !fp8_rows_in_place_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
-    fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
-                                 Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes,
-                                 Tune::kInPlaceRowPrefetchHint, job.alpha, job.bias, job.y, *job.nan_columns);
+    const Fp8RowsInPlace how{Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes,
+                                  Tune::kInPlaceRowPrefetchHint, Tune::kInPlaceStageAliasedRows};
+    fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full, how, job.alpha,
+                                 job.bias, job.y, *job.nan_columns);
     return full;
   }
   (void)job, (void)m, (void)p1;

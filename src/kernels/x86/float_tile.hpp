@@ -89,6 +89,7 @@ struct FloatTile<8> {
   static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
   static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T0;
+  static constexpr bool kInPlaceStageAliasedRows = false;
 };
 template <>
 struct FloatTile<16> {
@@ -121,6 +122,13 @@ struct FloatTile<16> {
   static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
   static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T1;
+  // Where more than 8 of the panels' rows fall in one L1 set (row strides
+  // of a multiple of 2 KiB, e.g. K = 12288), they are copied 256 B at a
+  // time to a buffer first (stage_rows in fp8_rows_in_place.avx512vbmi.cpp):
+  // read in place there, 16 or 32 row lines in one 8-way set ran 2-3x
+  // slower than in distinct sets, cache-resident, on Zen 4 (BENCHMARKS.md,
+  // "Issue 14 on Zen 4, fourth session").
+  static constexpr bool kInPlaceStageAliasedRows = true;
 };
 
 }  // namespace

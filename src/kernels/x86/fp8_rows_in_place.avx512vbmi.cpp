@@ -157,12 +157,19 @@ constexpr PlaceIndices make_place_indices() {
 constexpr PlaceIndices kPlace = make_place_indices();
 constexpr __mmask64 kTopHalves = 0xCCCCCCCCCCCCCCCCull;
 
+// Staged panels (stage_rows): k bytes of each row copied at a time, the
+// steps of 32 k that read them, and how far past the copied bytes each row
+// is prefetched into L2 (384 B to 1 KiB measured at K = 12288, 512 the
+// fastest; 256, one chunk, 2x slower from DRAM).
+constexpr int64_t kStageBytes = 256, kStageSteps = kStageBytes / 32, kStagePrefetchBytes = 512;
+
 struct Call {
   const float* a;
   int64_t lda;
   const FloatPanels* w;
   int64_t prefetch;
   PrefetchHint prefetch_hint;  // _MM_HINT_T0 or _MM_HINT_T1
+  bool stage_aliased_rows;
   float alpha;
   const float* bias;
   float* y;
@@ -174,10 +181,29 @@ struct Call {
 // panel j Lag·j steps of 32 k behind panel 0 (each still walks its K in
 // order; panels_lag). Codes: E4m3Codes, Mxfp8Codes (every block a full 32
 // k) or E5m2Codes.
-template <int R, int J, int Lag, class Codes>
+template <int R, int J, int Lag, class Codes, bool Staged>
 void panels_in_registers(const Call& c, int64_t p) {
+  static_assert(!Staged || Lag == 0);
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
+  // Staged: the panels' rows are copied kStageBytes of k at a time into two
+  // halves of a buffer (rows kStageBytes apart: in 16 sets), chunk q + 1
+  // while chunk q is read, two rows a step (staged_copy).
+  alignas(64) uint8_t stage[Staged ? J : 1][2][Staged ? 16 * kStageBytes : 1];
+  auto staged_copy = [&](int j, int64_t q, int row0, int rows) {
+    if (q * kStageBytes >= k) return;
+    for (int r = row0; r < row0 + rows; ++r) {
+      const uint8_t* from = w.rows + ((p + j) * 16 + r) * stride + q * kStageBytes;
+      uint8_t* to = stage[j][q & 1] + r * kStageBytes;
+      MIXQ_UNROLL
+      for (int64_t b = 0; b < kStageBytes; b += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(from + b + kStagePrefetchBytes), _MM_HINT_T1);
+        _mm512_store_si512(to + b, _mm512_loadu_si512(from + b));
+      }
+    }
+  };
+  if constexpr (Staged)
+    for (int j = 0; j < J; ++j) staged_copy(j, 0, 0, 16);
   __m512 acc[J][R];
   __m512i seen[J];  // OR of the low bytes: a NaN code leaves 0x0F (dword d: row kRowOfDword[d])
   for (int j = 0; j < J; ++j) {
@@ -209,11 +235,19 @@ void panels_in_registers(const Call& c, int64_t p) {
       }
       const __mmask32 live = count_of(j) >= 32 ? ~__mmask32{0} : (__mmask32{1} << count_of(j)) - 1;
       const uint8_t* rows = w.rows + (p + j) * 16 * stride + k0(j);
+      int64_t rows_apart = stride;
+      if constexpr (Staged) {
+        const int64_t step = k0(j) / 32, q = step / kStageSteps;
+        staged_copy(j, q + 1, static_cast<int>(step % kStageSteps) * 16 / kStageSteps, 16 / kStageSteps);
+        rows = stage[j][q & 1] + k0(j) % kStageBytes;
+        rows_apart = kStageBytes;
+      }
       MIXQ_UNROLL
       for (int i = 0; i < 8; ++i) {
-        const uint8_t* lo = rows + i * stride;
-        const uint8_t* hi = lo + 8 * stride;
-        if (c.prefetch > 0 && c.prefetch_hint == _MM_HINT_T1) {
+        const uint8_t* lo = rows + i * rows_apart;
+        const uint8_t* hi = lo + 8 * rows_apart;
+        if (Staged) {
+        } else if (c.prefetch > 0 && c.prefetch_hint == _MM_HINT_T1) {
           _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
           _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
         } else if (c.prefetch > 0) {
@@ -291,8 +325,9 @@ void panels_in_registers(const Call& c, int64_t p) {
 
 // The lag (in steps of 32 k) between J panels side by side. Rows `stride`
 // bytes apart (a multiple of 64) fall on 64 / gcd(stride / 64, 64) of L1's
-// 64 sets of 64 B (48 KiB, 12 ways on Zen 4/5 and Sapphire / Emerald
-// Rapids). Up to 16 rows a set, J panels in step ran 1.6-1.9x one (K =
+// 64 sets of 64 B (32 KiB, 8 ways on Zen 4; 48 KiB, 12 ways on Zen 5 and
+// Sapphire / Emerald Rapids); where the rows are staged (stage_rows) the
+// panels stay in step. Up to 16 rows a set, J panels in step ran 1.6-1.9x one (K =
 // 2048, 6144, 10240: 2 sets); at 32 (K = 4096, 12288: 1 set) no faster (15.9
 // against 30.6 GB/s at K = 4160; one thread, in cache): a line is evicted
 // before the next step reads its second half. There a lag of one 64-byte
@@ -308,12 +343,29 @@ int panels_lag(int64_t stride, int j) {
   return j <= sets ? 0 : kLagSteps;
 }
 
+// Whether J panels' rows are staged (Call::stage_aliased_rows): where more
+// than 8 of them fall in one L1 set (8 ways on Zen 4, 12 on Zen 5 and
+// Sapphire / Emerald Rapids). Reading 16 or 32 such rows 32 or 64 B at a
+// time ran at 35-58 GB/s where rows in distinct sets ran at 110 (one
+// thread, L2-resident; lines loaded whole or in halves alike), and the
+// panels 1.7-1.8x slower in cache than packed; staged, 1.1-1.2x
+// (BENCHMARKS.md, "Issue 14 on Zen 4, fourth session"). Elsewhere the copy
+// does not pay (1.3-1.4x slower from DRAM at K = 2048 and 3072).
+bool stage_rows(const Call& c, int j) {
+  const FloatPanels& w = *c.w;
+  if (!c.stage_aliased_rows || w.rows_stride % 64 != 0 || w.k % kStageBytes != 0) return false;
+  const int64_t sets = 64 / std::gcd<int64_t>(w.rows_stride / 64, 64);
+  return 16 * j > 8 * sets;
+}
+
 template <int R, int J, class Codes>
 void panel_groups(const Call& c, int64_t& p, int64_t p1) {
-  if (panels_lag(c.w->rows_stride, J) == 0)
-    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes>(c, p);
+  if (stage_rows(c, J))
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes, true>(c, p);
+  else if (panels_lag(c.w->rows_stride, J) == 0)
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes, false>(c, p);
   else
-    for (; p + J <= p1; p += J) panels_in_registers<R, J, kLagSteps, Codes>(c, p);
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, kLagSteps, Codes, false>(c, p);
 }
 
 template <int R, class Codes>
@@ -321,7 +373,9 @@ void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) 
   int64_t p = p0;
   if (side_by_side >= 3) panel_groups<R, 3, Codes>(c, p, p1);
   if (side_by_side >= 2) panel_groups<R, 2, Codes>(c, p, p1);
-  for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes>(c, p);
+  if (stage_rows(c, 1))
+    for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes, true>(c, p);
+  for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes, false>(c, p);
 }
 
 template <class Codes>
@@ -347,9 +401,11 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
 bool fp8_rows_in_place_supported() { return cpu_has_avx512_vbmi(); }
 
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
-                                  int64_t p1, int side_by_side, int64_t prefetch_bytes, PrefetchHint prefetch_hint,
-                                  float alpha, const float* bias, float* y, std::vector<int64_t>& nan_columns) {
-  const Call c{a, lda, &w, prefetch_bytes, prefetch_hint, alpha, bias, y, &nan_columns};
+                                  int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,
+                                  float* y, std::vector<int64_t>& nan_columns) {
+  const Call c{a,     lda,  &w, how.prefetch_bytes, how.prefetch_hint, how.stage_aliased_rows,
+               alpha, bias, y,  &nan_columns};
+  const int side_by_side = how.side_by_side;
   switch (w.type) {
     case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
     case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
