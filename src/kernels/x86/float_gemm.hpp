@@ -121,10 +121,10 @@ void float_gemm_avx512(const float* a, int64_t lda, int64_t m, const FloatPanels
 // the FMA core's (times 2^8 for E4M3 and MXFP8 panels); y [m, w.n] as above;
 // the columns holding an E4M3 NaN code are appended to nan_columns.
 struct Fp8RowsInPlace {
-  int side_by_side;               // 1 .. 3 panels at a time (FMA chains interleaved step by step)
-  int64_t prefetch_bytes;         // each row's codes fetched this far ahead (0: none) ...
-  PrefetchHint prefetch_hint;     // ... with this hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2)
-  bool stage_aliased_rows;        // rows that share few L1 sets copied to a small buffer first
+  int side_by_side;            // 1 .. 3 panels at a time (FMA chains interleaved step by step)
+  int64_t prefetch_bytes;      // each row's codes fetched this far ahead (0: none) ...
+  PrefetchHint prefetch_hint;  // ... with this hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2)
+  bool stage_aliased_rows;     // rows that share few L1 sets copied to a small buffer first
 };
 bool fp8_rows_in_place_supported();
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,

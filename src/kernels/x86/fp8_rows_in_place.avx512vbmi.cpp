@@ -246,13 +246,14 @@ void panels_in_registers(const Call& c, int64_t p) {
       for (int i = 0; i < 8; ++i) {
         const uint8_t* lo = rows + i * rows_apart;
         const uint8_t* hi = lo + 8 * rows_apart;
-        if (Staged) {
-        } else if (c.prefetch > 0 && c.prefetch_hint == _MM_HINT_T1) {
-          _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
-          _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
-        } else if (c.prefetch > 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+        if (!Staged && c.prefetch > 0) {  // staged rows are prefetched by staged_copy
+          if (c.prefetch_hint == _MM_HINT_T1) {
+            _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
+            _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
+          } else {
+            _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+          }
         }
         x[j][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, lo)),
                                      _mm256_maskz_loadu_epi8(live, hi), 1);
@@ -326,9 +327,9 @@ void panels_in_registers(const Call& c, int64_t p) {
 // The lag (in steps of 32 k) between J panels side by side. Rows `stride`
 // bytes apart (a multiple of 64) fall on 64 / gcd(stride / 64, 64) of L1's
 // 64 sets of 64 B (32 KiB, 8 ways on Zen 4; 48 KiB, 12 ways on Zen 5 and
-// Sapphire / Emerald Rapids); where the rows are staged (stage_rows) the
-// panels stay in step. Up to 16 rows a set, J panels in step ran 1.6-1.9x one (K =
-// 2048, 6144, 10240: 2 sets); at 32 (K = 4096, 12288: 1 set) no faster (15.9
+// Sapphire / Emerald Rapids); where the rows are staged (stage_rows, K a
+// multiple of 256) the panels stay in step. Up to 16 rows a set, J panels
+// in step ran 1.6-1.9x one (K = 2048, 6144, 10240: 2 sets); at 32 (K = 4096, 12288: 1 set) no faster (15.9
 // against 30.6 GB/s at K = 4160; one thread, in cache): a line is evicted
 // before the next step reads its second half. There a lag of one 64-byte
 // line a panel puts each panel's rows in a set of their own (E4M3: 1.5x one
@@ -403,13 +404,12 @@ bool fp8_rows_in_place_supported() { return cpu_has_avx512_vbmi(); }
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                   int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,
                                   float* y, std::vector<int64_t>& nan_columns) {
-  const Call c{a,     lda,  &w, how.prefetch_bytes, how.prefetch_hint, how.stage_aliased_rows,
-               alpha, bias, y,  &nan_columns};
-  const int side_by_side = how.side_by_side;
+  const Call c{a, lda, &w, how.prefetch_bytes, how.prefetch_hint, how.stage_aliased_rows, alpha, bias, y,
+               &nan_columns};
   switch (w.type) {
-    case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
-    case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
-    case PanelType::e5m2: rows_in_groups<E5m2Codes>(c, m, p0, p1, side_by_side); break;
+    case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, how.side_by_side); break;
+    case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, how.side_by_side); break;
+    case PanelType::e5m2: rows_in_groups<E5m2Codes>(c, m, p0, p1, how.side_by_side); break;
     default: fail("fp8 rows in place: E4M3, E5M2 or MXFP8 codes only");
   }
 }
