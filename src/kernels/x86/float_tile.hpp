@@ -112,8 +112,9 @@ struct FloatTile<16> {
   // Two panels' FMA chains interleaved, each row fetched 256 B ahead (32
   // row streams: the bytes ahead of one panel at 512 B): 1.2-2.3x one panel
   // at 512 B on Zen 5 at M = 1 to 4 (BENCHMARKS.md, "Issue 14 on Zen 5, third
-  // session"); where the row stride is a multiple of 4 KiB the second panel
-  // runs one 64-byte line behind the first (panels_lag in
+  // session"); where the row stride is a multiple of 4 KiB and the rows
+  // are not staged (below: K not a multiple of 256) the second panel runs
+  // one 64-byte line behind the first (panels_lag in
   // fp8_rows_in_place.avx512vbmi.cpp; "fifth session"). The row prefetch
   // goes into L2 (T1): into L1 (T0) the 32 row streams' prefetches hold
   // L1's miss buffers; T0 was 1.02-1.11x slower from DRAM at M = 1, K =
