@@ -181,15 +181,17 @@ struct Call {
 // panel j Lag·j steps of 32 k behind panel 0 (each still walks its K in
 // order; panels_lag). Codes: E4m3Codes, Mxfp8Codes (every block a full 32
 // k) or E5m2Codes.
-template <int R, int J, int Lag, class Codes, bool Staged>
-void panels_in_registers(const Call& c, int64_t p) {
-  static_assert(!Staged || Lag == 0);
+// `staged` (Lag 0 only; stage_rows) is a run-time flag: as a template one
+// it doubled the instantiations, and clang's sanitizer build of this file
+// took many minutes more.
+template <int R, int J, int Lag, class Codes>
+void panels_in_registers(const Call& c, int64_t p, bool staged) {
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
   // Staged: the panels' rows are copied kStageBytes of k at a time into two
   // halves of a buffer (rows kStageBytes apart: in 16 sets), chunk q + 1
   // while chunk q is read, two rows a step (staged_copy).
-  alignas(64) uint8_t stage[Staged ? J : 1][2][Staged ? 16 * kStageBytes : 1];
+  alignas(64) uint8_t stage[J][2][16 * kStageBytes];
   auto staged_copy = [&](int j, int64_t q, int row0, int rows) {
     if (q * kStageBytes >= k) return;
     for (int r = row0; r < row0 + rows; ++r) {
@@ -202,7 +204,7 @@ void panels_in_registers(const Call& c, int64_t p) {
       }
     }
   };
-  if constexpr (Staged)
+  if (staged)
     for (int j = 0; j < J; ++j) staged_copy(j, 0, 0, 16);
   __m512 acc[J][R];
   __m512i seen[J];  // OR of the low bytes: a NaN code leaves 0x0F (dword d: row kRowOfDword[d])
@@ -236,7 +238,7 @@ void panels_in_registers(const Call& c, int64_t p) {
       const __mmask32 live = count_of(j) >= 32 ? ~__mmask32{0} : (__mmask32{1} << count_of(j)) - 1;
       const uint8_t* rows = w.rows + (p + j) * 16 * stride + k0(j);
       int64_t rows_apart = stride;
-      if constexpr (Staged) {
+      if (staged) {
         const int64_t step = k0(j) / 32, q = step / kStageSteps;
         staged_copy(j, q + 1, static_cast<int>(step % kStageSteps) * 16 / kStageSteps, 16 / kStageSteps);
         rows = stage[j][q & 1] + k0(j) % kStageBytes;
@@ -246,7 +248,7 @@ void panels_in_registers(const Call& c, int64_t p) {
       for (int i = 0; i < 8; ++i) {
         const uint8_t* lo = rows + i * rows_apart;
         const uint8_t* hi = lo + 8 * rows_apart;
-        if (!Staged && c.prefetch > 0) {  // staged rows are prefetched by staged_copy
+        if (!staged && c.prefetch > 0) {  // staged rows are prefetched by staged_copy
           if (c.prefetch_hint == _MM_HINT_T1) {
             _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
             _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
@@ -361,12 +363,11 @@ bool stage_rows(const Call& c, int j) {
 
 template <int R, int J, class Codes>
 void panel_groups(const Call& c, int64_t& p, int64_t p1) {
-  if (stage_rows(c, J))
-    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes, true>(c, p);
-  else if (panels_lag(c.w->rows_stride, J) == 0)
-    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes, false>(c, p);
+  const bool staged = stage_rows(c, J);
+  if (staged || panels_lag(c.w->rows_stride, J) == 0)
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, 0, Codes>(c, p, staged);
   else
-    for (; p + J <= p1; p += J) panels_in_registers<R, J, kLagSteps, Codes, false>(c, p);
+    for (; p + J <= p1; p += J) panels_in_registers<R, J, kLagSteps, Codes>(c, p, false);
 }
 
 template <int R, class Codes>
@@ -374,9 +375,8 @@ void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) 
   int64_t p = p0;
   if (side_by_side >= 3) panel_groups<R, 3, Codes>(c, p, p1);
   if (side_by_side >= 2) panel_groups<R, 2, Codes>(c, p, p1);
-  if (stage_rows(c, 1))
-    for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes, true>(c, p);
-  for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes, false>(c, p);
+  const bool staged = stage_rows(c, 1);
+  for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes>(c, p, staged);
 }
 
 template <class Codes>
