@@ -340,10 +340,11 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
 // broadcast serves them all (a build with the lag at every stride was
 // 1.07-1.15x slower at K = 3072 and 4160).
 constexpr int kLagSteps = 2;
+// The L1 sets that rows `stride` bytes apart (a multiple of 64) fall on.
+int64_t l1_sets_of_rows(int64_t stride) { return 64 / std::gcd<int64_t>(stride / 64, 64); }
 int panels_lag(int64_t stride, int j) {
   if (stride % 64 != 0) return 0;
-  const int64_t sets = 64 / std::gcd<int64_t>(stride / 64, 64);  // 16 rows a set at most: J <= sets
-  return j <= sets ? 0 : kLagSteps;
+  return j <= l1_sets_of_rows(stride) ? 0 : kLagSteps;  // 16 rows a set at most
 }
 
 // Whether J panels' rows are staged (Call::stage_aliased_rows): where more
@@ -357,8 +358,7 @@ int panels_lag(int64_t stride, int j) {
 bool stage_rows(const Call& c, int j) {
   const FloatPanels& w = *c.w;
   if (!c.stage_aliased_rows || w.rows_stride % 64 != 0 || w.k % kStageBytes != 0) return false;
-  const int64_t sets = 64 / std::gcd<int64_t>(w.rows_stride / 64, 64);
-  return 16 * j > 8 * sets;
+  return 16 * j > 8 * l1_sets_of_rows(w.rows_stride);
 }
 
 template <int R, int J, class Codes>
