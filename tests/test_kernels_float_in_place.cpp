@@ -43,7 +43,7 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
   using T = x86::PanelType;
   if (GetParam() == Path::avx512_fma)  // the register transpose, where this CPU has it
     kernel_path("float_gemm:fp8_rows_in_place_avx512vbmi", kernels::Isa::avx512,
-                x86::fp8_rows_in_place_supported() ? "" : "AVX-512 VBMI");
+                x86::fp8_table_decode_supported() ? "" : "AVX-512 VBMI");
   for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
                   Shape{33, 200, 64}, Shape{48, 4032, 64}, Shape{48, 4090, 6}, Shape{48, 4096, 0},
                   Shape{48, 3840, 256}}) {

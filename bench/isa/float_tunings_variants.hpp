@@ -86,6 +86,18 @@ template <class Base, mixq::kernels::PrefetchHint Hint>
 struct InPlaceRowPrefetchHint : Base {
   static constexpr mixq::kernels::PrefetchHint kInPlaceRowPrefetchHint = Hint;
 };
+template <class Base, int64_t Rows>
+struct PackedTableRows : Base {
+  static constexpr int64_t kPackedTableRows = Rows;
+};
+template <class Base, int J>
+struct PackedTableSideBySide : Base {
+  static constexpr int kPackedTableSideBySide = J;
+};
+// The FMA core's own few-row loop over packed FP8 (the f16 widening), where
+// packed_by_tables would otherwise take those rows.
+template <class Base>
+struct Widened : PackedTableRows<Base, 0> {};
 // Under kMR rows as before commit 8a32914: 256-step K chunks, no panel prefetch.
 template <class Base>
 struct Before : Base {

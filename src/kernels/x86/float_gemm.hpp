@@ -126,10 +126,23 @@ struct Fp8RowsInPlace {
   PrefetchHint prefetch_hint;  // ... with this hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2)
   bool stage_aliased_rows;     // rows that share few L1 sets copied to a small buffer first
 };
-bool fp8_rows_in_place_supported();
+// Whether the CPU runs the FP8 kernels that decode codes by table lookups
+// (fp8_bf16_tables.hpp; AVX-512 VBMI): the two below.
+bool fp8_table_decode_supported();
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                   int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,
                                   float* y, std::vector<int64_t>& nan_columns);
+
+// The FMA core's bits for packed FP8 panels (E4M3, E5M2, MXFP8) against few
+// rows: rows of a (f32 [m, lda]) against panels [p0, p1) of w (each panel's
+// 16 columns inside w.n), all of K, the codes decoded by table lookups
+// (fp8_panels_vbmi.avx512vbmi.cpp; AVX-512 VBMI) instead of the f16
+// widening, `side_by_side` (1 .. 4) panels at a time, each panel's codes
+// fetched `prefetch_bytes` ahead (0: none). alpha as above (times 2^8 for
+// E4M3 and MXFP8); y [m, w.n]; the NaN columns are w.nan_columns, which
+// the caller applies.
+void fp8_panels_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0, int64_t p1,
+                           int side_by_side, int64_t prefetch_bytes, float alpha, const float* bias, float* y);
 
 // AVX-512 `vdpbf16ps` core over FP8 panels (E4M3, E5M2, MXFP8; the codes
 // widened to bf16 in registers, exact): a is bf16 pairs [m, w.pair_steps()]

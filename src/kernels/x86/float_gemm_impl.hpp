@@ -596,12 +596,29 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
 template <class V, class Tune, Core C, PanelType T>
 int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   if constexpr (C == Core::fma && is_fp8(T) && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
-    if (m > Tune::kInPlaceRegisterRows || !fp8_rows_in_place_supported()) return p0;
+    if (m > Tune::kInPlaceRegisterRows || !fp8_table_decode_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
     const Fp8RowsInPlace how{Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes,
                              Tune::kInPlaceRowPrefetchHint, Tune::kInPlaceStageAliasedRows};
     fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full, how, job.alpha,
                                  job.bias, job.y, *job.nan_columns);
+    return full;
+  }
+  (void)job, (void)m, (void)p1;
+  return p0;
+}
+
+// Packed FP8 (E4M3, E5M2, MXFP8) with few rows: the thread's panels whose
+// 16 columns lie inside n, decoded by table lookups (fp8_panels_avx512vbmi);
+// returns the first panel left to the FMA core's loop (p0 where this one
+// does not apply).
+template <class V, class Tune, Core C, PanelType T>
+int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
+  if constexpr (C == Core::fma && is_fp8(T) && V::kLanes == 16 && Tune::kPackedTableRows > 0) {
+    if (m > Tune::kPackedTableRows || !fp8_table_decode_supported()) return p0;
+    const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
+    fp8_panels_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
+                          Tune::kPackedTableSideBySide, Tune::kStreamPrefetchBytes, job.alpha, job.bias, job.y);
     return full;
   }
   (void)job, (void)m, (void)p1;
@@ -628,6 +645,8 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     }
   };
   if (!w.in_place()) {
+    p0 = packed_by_tables<V, Tune, C, T>(job, m, p0, p1);
+    if (p0 == p1) return;
     const int64_t steps_per_chunk = m < Tune::kMR ? Tune::kFewRowsStepChunk : step_chunk<Tune, C>();
     k_chunks(steps_per_chunk, [&](int64_t s0, int64_t s1, bool first, bool last) {
       row_chunks<V, Tune, C, T>(job, m, p0, p1, s0, s1, first, last);

@@ -52,6 +52,10 @@ namespace {
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
 //    kInPlaceRowPrefetchBytes ahead with kInPlaceRowPrefetchHint.
+//  - packed FP8 with at most kPackedTableRows rows (0: never) on a CPU with
+//    VBMI: the codes decoded by table lookups (fp8_panels_avx512vbmi),
+//    kPackedTableSideBySide panels at a time, each prefetched
+//    kStreamPrefetchBytes ahead.
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
 // Read in place with more rows than kRowChunk, each thread packs one K chunk
 // of up to this many bytes of its panels (in whole register tiles of
@@ -90,6 +94,8 @@ struct FloatTile<8> {
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
   static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T0;
   static constexpr bool kInPlaceStageAliasedRows = false;
+  static constexpr int64_t kPackedTableRows = 0;  // AVX-512 VBMI only
+  static constexpr int kPackedTableSideBySide = 1;
 };
 template <>
 struct FloatTile<16> {
@@ -130,6 +136,8 @@ struct FloatTile<16> {
   // slower than in distinct sets, cache-resident, on Zen 4 (BENCHMARKS.md,
   // "Issue 14 on Zen 4, fourth session").
   static constexpr bool kInPlaceStageAliasedRows = true;
+  static constexpr int64_t kPackedTableRows = 4;
+  static constexpr int kPackedTableSideBySide = 3;
 };
 
 }  // namespace

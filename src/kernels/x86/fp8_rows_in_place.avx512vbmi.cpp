@@ -12,25 +12,17 @@
 //
 // Per panel and 32 k: 16 row loads (rows i and i + 8 in one zmm), a
 // transpose of dwords (a dword: 4 consecutive k of one row) into 8 registers
-// of 16 rows × 4 k, then per register two 128-entry table lookups
-// (vpermi2b) give the high and the low byte of each code's bf16 image, and
-// per k one two-table vpermt2b puts the 16 rows' two bytes at the top of 16
-// dwords (the rest zeroed): the f32 the FMA core decodes, exact in bf16.
-// E4M3 (and MXFP8) decode to e4m3(code)·2^-8 (float_gemm.hpp: the 2^8 is in
-// alpha), never an f32 subnormal (2^-17 at the least; a subnormal FMA
-// operand costs a microcode assist, ~80 ns on the AMX VM, so a shift-only
-// decode to 2^-120 scale does not pay); E4M3 NaN codes (0x7F, 0xFF) look up
-// a low byte no other code has (a set low nibble), collected by OR and
-// turned into NaN columns after the sums, as the packing path does. E5M2
-// decodes to its value (2^-16 at the least), infinities and NaNs as the
-// f16 conversion gives them. MXFP8: the 32 k of a step are one block, and
-// each decoded weight is multiplied by its row's E8M0 scale as an f32
-// (2^(e-127) from the bits e << 23, as FloatIo::e8m0), the product the FMA
-// core forms before its FMA.
+// of 16 rows × 4 k, then per register the codes' bf16 bytes by table lookups
+// and per k one `vpermt2b` into the f32 the FMA core decodes
+// (fp8_bf16_tables.hpp); E4M3 NaN codes leave a marker in the low bytes,
+// collected by OR and turned into NaN columns after the sums, as the packing
+// path does. MXFP8: the 32 k of a step are one block, and each decoded
+// weight is multiplied by its row's E8M0 scale as an f32 (2^(e-127) from the
+// bits e << 23, as FloatIo::e8m0), the product the FMA core forms before its
+// FMA.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <numeric>
 #include <type_traits>
@@ -38,6 +30,7 @@
 
 #include "kernels/cpu.hpp"
 #include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/fp8_bf16_tables.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 
@@ -47,59 +40,6 @@ namespace {
 #pragma GCC diagnostic push  // g++ 12 warns inside its own zmm intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-
-// bf16 bits of e4m3(c)·2^-8 for the magnitudes c = 0 .. 127. The low byte
-// of every one has a zero low nibble (3 mantissa bits); the NaN code 0x7F
-// gets 0x000F, found in the low bytes after the sums (its columns are set to
-// NaN then, whatever they summed).
-constexpr uint16_t bf16_of_scaled_e4m3(int c) {
-  const int e = c >> 3, m = c & 7;
-  if (c == 0x7F) return 0x000F;
-  if (c == 0) return 0;
-  if (e > 0) return static_cast<uint16_t>((e + 112) << 7 | m << 4);  // 2^(e-7-8)·(1 + m/8)
-  const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // subnormal m·2^-17: normalised at its top bit
-  return static_cast<uint16_t>((110 + top) << 7 | ((m << (7 - top)) & 0x7F));
-}
-// bf16 bits of e5m2(c) for the magnitudes c = 0 .. 127: the top half of the
-// f32 that vcvtph2ps gives for the f16 c << 8 (FloatIo::fp8), the NaNs
-// quieted (0x7D: 0x7FE0, 0x7E: 0x7FC0, 0x7F: 0x7FE0).
-constexpr uint16_t bf16_of_e5m2(int c) {
-  const int e = c >> 2, m = c & 3;
-  if (e == 31) return static_cast<uint16_t>(0x7F80 | (m ? 0x40 | m << 5 : 0));
-  if (c == 0) return 0;
-  if (e > 0) return static_cast<uint16_t>((e + 112) << 7 | m << 5);  // 2^(e-15)·(1 + m/4)
-  return m == 1 ? 111 << 7 : static_cast<uint16_t>(112 << 7 | (m & 1) << 6);  // subnormal m·2^-16
-}
-struct Bf16Tables {
-  alignas(64) std::array<uint8_t, 128> high{}, low{};
-};
-template <class Bf16Of>
-constexpr Bf16Tables make_tables(Bf16Of bf16_of) {
-  Bf16Tables t;
-  for (int c = 0; c < 128; ++c) {
-    t.high[c] = static_cast<uint8_t>(bf16_of(c) >> 8);
-    t.low[c] = static_cast<uint8_t>(bf16_of(c));
-  }
-  return t;
-}
-constexpr Bf16Tables kE4m3Tables = make_tables(bf16_of_scaled_e4m3);
-constexpr Bf16Tables kE5m2Tables = make_tables(bf16_of_e5m2);
-
-// What a panel type's codes need: its tables, whether a NaN code must be
-// found (E4M3's decode to a finite marker), whether the MXFP8 block scales
-// multiply in.
-struct E4m3Codes {
-  static constexpr const Bf16Tables& kTables = kE4m3Tables;
-  static constexpr bool kNanMarker = true, kBlockScaled = false;
-};
-struct Mxfp8Codes {
-  static constexpr const Bf16Tables& kTables = kE4m3Tables;
-  static constexpr bool kNanMarker = true, kBlockScaled = true;
-};
-struct E5m2Codes {
-  static constexpr const Bf16Tables& kTables = kE5m2Tables;
-  static constexpr bool kNanMarker = false, kBlockScaled = false;
-};
 
 // 16 rows × 32 codes as 8 registers of 16 rows × 4 k: x[i] holds rows i and
 // i + 8 (32 bytes each, the low and the high half). Returns in x[t] (t = 0
@@ -138,24 +78,8 @@ inline __m512 block_scales_in_dword_order(const uint8_t* e) {
   return _mm512_castsi512_ps(_mm512_permutexvar_epi32(order, bits));
 }
 
-// vpermt2b indices for step u of a transposed register (dword d's code at
-// byte 4d + u): byte 3 of dword d from the high-byte table (first source),
-// byte 2 from the low-byte one (second source, +64); bytes 0, 1 are zeroed
-// by the mask kTopHalves.
-struct PlaceIndices {
-  alignas(64) uint8_t idx[4][64] = {};
-};
-constexpr PlaceIndices make_place_indices() {
-  PlaceIndices p;
-  for (int u = 0; u < 4; ++u)
-    for (int d = 0; d < 16; ++d) {
-      p.idx[u][4 * d + 3] = static_cast<uint8_t>(4 * d + u);
-      p.idx[u][4 * d + 2] = static_cast<uint8_t>(64 + 4 * d + u);
-    }
-  return p;
-}
-constexpr PlaceIndices kPlace = make_place_indices();
-constexpr __mmask64 kTopHalves = 0xCCCCCCCCCCCCCCCCull;
+// Step u of a transposed register: dword d's code at byte 4d + u.
+constexpr PlaceIndices kPlace = make_place_indices([](int u, int d) { return 4 * d + u; });
 
 // Staged panels (stage_rows): k bytes of each row copied at a time, the
 // steps of 32 k that read them, and how far past the copied bytes each row
@@ -212,7 +136,6 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
     seen[j] = _mm512_setzero_si512();
     for (int i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_ps();
   }
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
   // The step of 32 k at `base` for panel 0, base - 32·Lag·j for panel j:
   // steps [k0(j), k0(j) + count(j)), count(j) <= 32 (the codes past it load
   // as zero and are not summed; 0: the panel waits, before its lag or after
@@ -272,17 +195,10 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
     MIXQ_UNROLL
     for (int t = 0; t < 8; ++t) {
       if (4 * t >= most) break;
-      // bf16 high bytes (sign | table) and low bytes of the 64 codes.
-      const Bf16Tables& tables = Codes::kTables;
       __m512i hi[J], lo[J];
       MIXQ_UNROLL
       for (int j = 0; j < J; ++j) {
-        hi[j] = _mm512_ternarylogic_epi32(
-            _mm512_permutex2var_epi8(_mm512_load_si512(tables.high.data()), x[j][t],
-                                     _mm512_load_si512(tables.high.data() + 64)),
-            x[j][t], sign, 0xF8);
-        lo[j] = _mm512_permutex2var_epi8(_mm512_load_si512(tables.low.data()), x[j][t],
-                                         _mm512_load_si512(tables.low.data() + 64));
+        bf16_bytes<Codes>(x[j][t], hi[j], lo[j]);
         if constexpr (Codes::kNanMarker) seen[j] = _mm512_or_si512(seen[j], lo[j]);
       }
       MIXQ_UNROLL
@@ -292,8 +208,7 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
         for (int j = 0; j < J; ++j) {
           if (4 * t + u >= count_of(j)) continue;
           const int64_t s = k0(j) + 4 * t + u;  // every output's chain in k order
-          __m512 wv = _mm512_castsi512_ps(
-              _mm512_maskz_permutex2var_epi8(kTopHalves, hi[j], _mm512_load_si512(kPlace.idx[u]), lo[j]));
+          __m512 wv = placed(hi[j], lo[j], kPlace.idx[u]);
           if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale[j]);
           MIXQ_UNROLL
           for (int i = 0; i < R; ++i)
@@ -399,7 +314,7 @@ void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int si
 
 }  // namespace
 
-bool fp8_rows_in_place_supported() { return cpu_has_avx512_vbmi(); }
+bool fp8_table_decode_supported() { return cpu_has_avx512_vbmi(); }
 
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                   int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,
