@@ -422,22 +422,23 @@ struct ColumnTables<16> {
     v = _mm512_inserti32x4(v, lane(2), 2);
     return _mm512_inserti32x4(v, lane(3), 3);
   }
-  // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15): the
-  // row offsets computed 16 at a time (no pointer array), each lane one
-  // masked broadcast load (no shuffle).
+  // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15), no
+  // pointer array: each offset a byte load and a shift (scalar work, off the
+  // vector ports), each table pair one 256-bit insert, each register one
+  // 512-bit insert. At one token this build is most of asym_w4a8's work; the
+  // offsets computed 16 at a time through a stored vector, and the lanes
+  // filled by masked 512-bit broadcasts, made M = 1 1.15x slower on Zen 4
+  // (BENCHMARKS.md, "Issue 14 on Zen 4, fifth session").
   template <bool kColumnsInOrder = false>
   static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
-    alignas(64) uint32_t at[16];
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
-    _mm512_store_si512(at, _mm512_slli_epi32(_mm512_cvtepu8_epi32(bytes), 4));
     auto lane = [&](int j, int q) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + at[kColumnsInOrder ? 4 * j + q : 4 * q + j]));
+      const size_t offset = static_cast<size_t>(row[kColumnsInOrder ? 4 * j + q : 4 * q + j]) << 4;
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + offset));
     };
     for (int j = 0; j < 4; ++j) {
-      I v = _mm512_castsi128_si512(lane(j, 0));
-      v = _mm512_mask_broadcast_i32x4(v, 0x00F0, lane(j, 1));
-      v = _mm512_mask_broadcast_i32x4(v, 0x0F00, lane(j, 2));
-      tab[j] = _mm512_mask_broadcast_i32x4(v, 0xF000, lane(j, 3));
+      const __m256i a = _mm256_inserti128_si256(_mm256_castsi128_si256(lane(j, 0)), lane(j, 1), 1);
+      const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(lane(j, 2)), lane(j, 3), 1);
+      tab[j] = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
     }
   }
   static I lookup(const I* tab, I idx) {
