@@ -127,7 +127,7 @@ struct Fp8RowsInPlace {
   bool stage_aliased_rows;     // rows that share few L1 sets copied to a small buffer first
 };
 // Whether the CPU runs the FP8 kernels that decode codes by table lookups
-// (fp8_bf16_tables.hpp; AVX-512 VBMI): the two below.
+// (fp8_few_rows_vbmi.hpp; AVX-512 VBMI): the two below.
 bool fp8_table_decode_supported();
 void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
                                   int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias,

@@ -1,6 +1,6 @@
 // A few activation rows against packed FP8 panels (E4M3, E5M2, MXFP8;
 // float_gemm.hpp's layout: per panel one 16-byte row of 16 columns per k)
-// with the codes decoded by table lookups (fp8_bf16_tables.hpp) instead of
+// with the codes decoded by table lookups (fp8_few_rows_vbmi.hpp) instead of
 // the FMA core's f16 widening; every output is the FMA core's chain in k
 // order, bit for bit.
 //
@@ -17,9 +17,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cpu.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "kernels/x86/fp8_bf16_tables.hpp"
+#include "kernels/x86/fp8_few_rows_vbmi.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 
@@ -42,6 +41,12 @@ struct Call {
   float alpha;
   const float* bias;
   float* y;
+  Call rows_from(int64_t m0) const {
+    Call c = *this;
+    c.a += m0 * lda;
+    c.y += m0 * w->n;
+    return c;
+  }
 };
 
 // Rows [0, R) against panels p .. p+J-1, all of K, 4 k at a time, the J
@@ -126,21 +131,6 @@ void rows_against_panels(const Call& c, int64_t p0, int64_t p1, int side_by_side
   panel_groups<R, 1, Codes>(c, p, p1);
 }
 
-template <class Codes>
-void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int side_by_side) {
-  for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
-    Call c = first;
-    c.a += m0 * c.lda;
-    c.y += m0 * c.w->n;
-    switch (std::min<int64_t>(4, m - m0)) {
-      case 1: rows_against_panels<1, Codes>(c, p0, p1, side_by_side); break;
-      case 2: rows_against_panels<2, Codes>(c, p0, p1, side_by_side); break;
-      case 3: rows_against_panels<3, Codes>(c, p0, p1, side_by_side); break;
-      default: rows_against_panels<4, Codes>(c, p0, p1, side_by_side); break;
-    }
-  }
-}
-
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -149,12 +139,9 @@ void fp8_panels_avx512vbmi(const float* a, int64_t lda, int64_t m, const FloatPa
                            int side_by_side, int64_t prefetch_bytes, float alpha, const float* bias, float* y) {
   if (w.in_place()) fail("fp8 panels: packed panels only");
   const Call c{a, lda, &w, prefetch_bytes, alpha, bias, y};
-  switch (w.type) {
-    case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, side_by_side); break;
-    case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, side_by_side); break;
-    case PanelType::e5m2: rows_in_groups<E5m2Codes>(c, m, p0, p1, side_by_side); break;
-    default: fail("fp8 panels: E4M3, E5M2 or MXFP8 codes only");
-  }
+  run_row_groups(c, w.type, m, [&]<int R, class Codes>(const Call& rows) {
+    rows_against_panels<R, Codes>(rows, p0, p1, side_by_side);
+  });
 }
 
 }  // namespace mixq::kernels::x86

@@ -14,7 +14,7 @@
 // transpose of dwords (a dword: 4 consecutive k of one row) into 8 registers
 // of 16 rows × 4 k, then per register the codes' bf16 bytes by table lookups
 // and per k one `vpermt2b` into the f32 the FMA core decodes
-// (fp8_bf16_tables.hpp); E4M3 NaN codes leave a marker in the low bytes,
+// (fp8_few_rows_vbmi.hpp); E4M3 NaN codes leave a marker in the low bytes,
 // collected by OR and turned into NaN columns after the sums, as the packing
 // path does. MXFP8: the 32 k of a step are one block, and each decoded
 // weight is multiplied by its row's E8M0 scale as an f32 (2^(e-127) from the
@@ -30,7 +30,7 @@
 
 #include "kernels/cpu.hpp"
 #include "kernels/x86/float_gemm.hpp"
-#include "kernels/x86/fp8_bf16_tables.hpp"
+#include "kernels/x86/fp8_few_rows_vbmi.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
 
@@ -98,6 +98,13 @@ struct Call {
   const float* bias;
   float* y;
   std::vector<int64_t>* nan_columns;  // null: another row group reports them
+  Call rows_from(int64_t m0) const {
+    Call c = *this;
+    c.a += m0 * lda;
+    c.y += m0 * w->n;
+    if (m0 > 0) c.nan_columns = nullptr;
+    return c;
+  }
 };
 
 // Rows [0, R) against panels p .. p+J-1, all of K, 32 k at a time: the J
@@ -294,22 +301,6 @@ void rows_in_registers(const Call& c, int64_t p0, int64_t p1, int side_by_side) 
   for (; p < p1; ++p) panels_in_registers<R, 1, 0, Codes>(c, p, staged);
 }
 
-template <class Codes>
-void rows_in_groups(const Call& first, int64_t m, int64_t p0, int64_t p1, int side_by_side) {
-  for (int64_t m0 = 0; m0 < m; m0 += 4) {  // rows in groups of up to 4, each decoding the codes again
-    Call c = first;
-    c.a += m0 * c.lda;
-    c.y += m0 * c.w->n;
-    if (m0 > 0) c.nan_columns = nullptr;
-    switch (std::min<int64_t>(4, m - m0)) {
-      case 1: rows_in_registers<1, Codes>(c, p0, p1, side_by_side); break;
-      case 2: rows_in_registers<2, Codes>(c, p0, p1, side_by_side); break;
-      case 3: rows_in_registers<3, Codes>(c, p0, p1, side_by_side); break;
-      default: rows_in_registers<4, Codes>(c, p0, p1, side_by_side); break;
-    }
-  }
-}
-
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -321,12 +312,9 @@ void fp8_rows_in_place_avx512vbmi(const float* a, int64_t lda, int64_t m, const 
                                   float* y, std::vector<int64_t>& nan_columns) {
   const Call c{a, lda, &w, how.prefetch_bytes, how.prefetch_hint, how.stage_aliased_rows, alpha, bias, y,
                &nan_columns};
-  switch (w.type) {
-    case PanelType::e4m3: rows_in_groups<E4m3Codes>(c, m, p0, p1, how.side_by_side); break;
-    case PanelType::mxfp8: rows_in_groups<Mxfp8Codes>(c, m, p0, p1, how.side_by_side); break;
-    case PanelType::e5m2: rows_in_groups<E5m2Codes>(c, m, p0, p1, how.side_by_side); break;
-    default: fail("fp8 rows in place: E4M3, E5M2 or MXFP8 codes only");
-  }
+  run_row_groups(c, w.type, m, [&]<int R, class Codes>(const Call& rows) {
+    rows_in_registers<R, Codes>(rows, p0, p1, how.side_by_side);
+  });
 }
 
 }  // namespace mixq::kernels::x86

@@ -1,12 +1,14 @@
 #pragma once
-// FP8 codes decoded by table lookups (AVX-512 VBMI): two 128-entry byte
-// tables give the high and the low byte of each code's bf16 image, then one
-// two-table `vpermt2b` a k puts 16 columns' two bytes at the top of 16 dwords
-// (the rest zeroed): the f32 that the FMA core's f16 widening gives (exact
-// in bf16). Shared by the kernels that run FP8 weights at a few rows without
-// the f16 widening: fp8_rows_in_place.avx512vbmi.cpp (rows read in place,
-// transposed in registers) and fp8_panels_vbmi.avx512vbmi.cpp (packed
-// panels). Include only from translation units built with VBMI.
+// What the two AVX-512 VBMI kernels that run FP8 weights (E4M3, E5M2,
+// MXFP8) at a few activation rows share: fp8_rows_in_place.avx512vbmi.cpp
+// (rows read in place, transposed in registers) and
+// fp8_panels_vbmi.avx512vbmi.cpp (packed panels). Include only from
+// translation units built with VBMI.
+//
+// Decoding by table lookups: two 128-entry byte tables give the high and the
+// low byte of each code's bf16 image, then one two-table `vpermt2b` a k puts
+// 16 columns' two bytes at the top of 16 dwords (the rest zeroed): the f32
+// that the FMA core's f16 widening gives (exact in bf16).
 //
 // E4M3 (and MXFP8) decode to e4m3(code)·2^-8 (float_gemm.hpp: the 2^8 is in
 // alpha), never an f32 subnormal (2^-17 at the least; a subnormal FMA operand
@@ -15,11 +17,15 @@
 // no other code has (a set low nibble), which a kernel that reads codes it
 // has not seen collects by OR (packed panels carry their NaN columns). E5M2
 // decodes to its value (2^-16 at the least), infinities and NaNs as the f16
-// conversion gives them.
+// conversion gives them. Then the dispatch over row groups and code types.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+
+#include "kernels/x86/float_gemm.hpp"
+#include "mixq/error.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -113,6 +119,30 @@ constexpr __mmask64 kTopHalves = 0xCCCCCCCCCCCCCCCCull;
 // The f32 values of step u (index[u]) of the bytes hi / lo.
 inline __m512 placed(__m512i hi, __m512i lo, const uint8_t* index) {
   return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi8(kTopHalves, hi, _mm512_load_si512(index), lo));
+}
+
+// The call's rows in groups of up to 4 (each group decoding the codes
+// again), each run as run.template operator()<R, Codes>(call) with Codes the
+// weight's code type; Call::rows_from(m0) is the call for the rows from m0.
+template <class Call, class Run>
+void run_row_groups(const Call& first, PanelType type, int64_t m, Run&& run) {
+  auto groups = [&]<class Codes>() {
+    for (int64_t m0 = 0; m0 < m; m0 += 4) {
+      const Call c = first.rows_from(m0);
+      switch (std::min<int64_t>(4, m - m0)) {
+        case 1: run.template operator()<1, Codes>(c); break;
+        case 2: run.template operator()<2, Codes>(c); break;
+        case 3: run.template operator()<3, Codes>(c); break;
+        default: run.template operator()<4, Codes>(c); break;
+      }
+    }
+  };
+  switch (type) {
+    case PanelType::e4m3: groups.template operator()<E4m3Codes>(); break;
+    case PanelType::mxfp8: groups.template operator()<Mxfp8Codes>(); break;
+    case PanelType::e5m2: groups.template operator()<E5m2Codes>(); break;
+    default: fail("fp8 few rows: E4M3, E5M2 or MXFP8 codes only");
+  }
 }
 
 #pragma GCC diagnostic pop
