@@ -423,16 +423,20 @@ struct ColumnTables<16> {
     return _mm512_inserti32x4(v, lane(3), 3);
   }
   // tab[0..3] = load() of the 16 tables lut + 16·row[c] (c = 0..15), no
-  // pointer array: each offset a byte load and a shift (scalar work, off the
-  // vector ports), each table pair one 256-bit insert, each register one
-  // 512-bit insert. At one token this build is most of asym_w4a8's work; the
-  // offsets computed 16 at a time through a stored vector, and the lanes
-  // filled by masked 512-bit broadcasts, made M = 1 1.15x slower on Zen 4
-  // (BENCHMARKS.md, "Issue 14 on Zen 4, fifth session").
+  // pointer array: the offsets from two 8-byte loads by shifts (scalar work,
+  // off the vector and the load ports), each table pair one 256-bit insert,
+  // each register one 512-bit insert. At one token this build is most of
+  // asym_w4a8's work: on Zen 4, offsets computed 16 at a time through a
+  // stored vector and lanes filled by masked 512-bit broadcasts made M = 1
+  // 1.15x slower, a byte load per offset 1.13x (BENCHMARKS.md, "Issue 14
+  // on Zen 4, fifth session").
   template <bool kColumnsInOrder = false>
   static void load_rows(const int8_t* lut, const uint8_t* row, I* tab) {
+    uint64_t bytes[2];
+    std::memcpy(bytes, row, 16);
     auto lane = [&](int j, int q) {
-      const size_t offset = static_cast<size_t>(row[kColumnsInOrder ? 4 * j + q : 4 * q + j]) << 4;
+      const int c = kColumnsInOrder ? 4 * j + q : 4 * q + j;
+      const size_t offset = static_cast<size_t>((bytes[c / 8] >> (8 * (c % 8))) & 0xFF) << 4;
       return _mm_loadu_si128(reinterpret_cast<const __m128i*>(lut + offset));
     };
     for (int j = 0; j < 4; ++j) {
