@@ -80,7 +80,8 @@ void panels(const Call& c, int64_t p) {
     for (int j = 0; j < J; ++j) {
       const uint8_t* at = b[j] + 16 * s;
       if (c.prefetch > 0) _mm_prefetch(reinterpret_cast<const char*>(at + c.prefetch), _MM_HINT_T0);
-      const __m512i x = kFull ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8((__mmask64{1} << (16 * count)) - 1, at);
+      const __mmask64 rows = kFull ? ~__mmask64{0} : (__mmask64{1} << (16 * count)) - 1;
+      const __m512i x = kFull ? _mm512_loadu_si512(at) : _mm512_maskz_loadu_epi8(rows, at);
       bf16_bytes<Codes>(x, hi[j], lo[j]);
     }
     MIXQ_UNROLL
