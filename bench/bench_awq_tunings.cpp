@@ -98,9 +98,6 @@ int main(int argc, char** argv) try {
   }
   const AlternatingRun run = start_alternating(
       o, std::string(isa == mixq::kernels::Isa::avx512 ? "avx512" : "avx2") + " tunings, group " + std::to_string(o.group));
-  const int rounds = run.rounds;
-  const double min_s = run.min_seconds;
-  const mixq::kernels::Rate bw = run.bw;
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
       // Codes + BF16 scale and zero per (group, column): what the file stores
@@ -124,12 +121,12 @@ int main(int argc, char** argv) try {
           mixq::fail("bench_awq_tunings: tuning '{}' computes different bits than its core's default", t.name);
       }
       size_t next = 0;
-      const std::vector<double> times = alternating_medians(tunings.size(), rounds, min_s, [&](size_t i) {
+      const VariantTimes times = run.time(tunings.size(), copies > 1 ? stored : 0, [&](size_t i) {
         tunings[i].run(ring[next], x.data(), m, y.data());
         next = (next + 1) % ring.size();
       });
       std::printf("\n# M=%ld K=%ld N=%ld%s\n", m, k, n, ring_suffix(copies, stored).c_str());
-      print_variant_table({"tuning", "vs default", 44}, variant_names(tunings), times, stored, bw);
+      print_variant_table({"tuning", "vs default", 44}, variant_names(tunings), times, stored, run.bw);
       std::fflush(stdout);
     }
   return 0;

@@ -6,10 +6,13 @@
 // last-level cache (support/run_info.hpp), so every call reads them from DRAM.
 // "stored GB/s" counts the bytes the format stores for the layer (its
 // checkpoint tensors: codes, scales, bias), the figure the target is set in;
-// it is reported as a fraction of the read bandwidth calibrated in the same
-// run the way the streaming kernels read (kernels::read_bandwidth_gbs: 4
-// streams per thread, software prefetch at kernels::kStreamPrefetchBytes),
-// against its median and its best pass.
+// it is reported as a fraction of a read of the same number of bytes from
+// DRAM timed beside the layer's calls ("of read beside": alternating rounds
+// of a call and a kernels::StreamingRead window, so both see the same phase
+// of a shared host's memory), and of the read bandwidth calibrated once at
+// the start of the run, against its median and its best pass. Both reads are
+// done the way the streaming kernels read (4 streams per thread, software
+// prefetch at kernels::kStreamPrefetchBytes).
 // A format whose Linear, built from a mapped checkpoint file, reads its
 // weight in place (Linear::reads_file_in_place: INT8, ConvRot W4A4) gets a second row, "in
 // place": its ring is of separate files (written to the temp directory,
@@ -44,6 +47,9 @@
 namespace {
 
 using namespace mixq::bench;
+
+// Rounds of a layer call and a read beside it (>= kMinTimedCalls calls).
+constexpr int kRounds = 9;
 
 struct Options : BenchArgs {
   bool sweep = false;
@@ -87,8 +93,8 @@ int main(int argc, char** argv) try {
     std::printf("\n");
   }
 
-  const mixq::kernels::Rate bw =
-      mixq::kernels::read_bandwidth_gbs(o.threads, size_t(1) << 30, reps, mixq::kernels::kStreamPrefetchBytes);
+  mixq::kernels::StreamingRead buffer;  // the calibration's, read again beside every layer
+  const mixq::kernels::Rate bw = mixq::kernels::read_bandwidth_gbs(buffer, reps);
   if (bw.median <= 0) {
     std::printf("bench_decode: no read-bandwidth calibration on this CPU (needs AVX2); nothing to compare\n");
     return 0;
@@ -99,8 +105,11 @@ int main(int argc, char** argv) try {
   std::printf("# M=1, %d threads; weights cycled through a ring >= %dx the last-level cache (%.0f MiB); "
               "stored = the layer's checkpoint bytes\n",
               o.threads, kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
-  std::printf("%-16s %12s %-22s %10s %9s %11s %12s %10s  %s\n", "format", "KxN", "kernel", "us", "B/weight",
-              "stored GB/s", "of median bw", "of best bw", "ring");
+  std::printf("# time: median of %d alternating rounds of the layer's calls and a read of its stored bytes "
+              "(each >= %.2f s)\n",
+              kRounds, min_s / 2);
+  std::printf("%-16s %12s %-22s %10s %9s %11s %10s %13s %12s %10s  %s\n", "format", "KxN", "kernel", "us", "B/weight",
+              "stored GB/s", "read GB/s", "of read beside", "of median bw", "of best bw", "ring");
 
   std::vector<const mixq::FormatTraits*> formats;
   for (const mixq::FormatTraits* f : mixq::all_formats())
@@ -126,13 +135,17 @@ int main(int argc, char** argv) try {
         // The ring is sized by the stored bytes: a Linear holds at least as many.
         const int copies = ring_copies(stored);
         auto report = [&](LinearRing& ring, const std::string& how) {
-          const Timing t = time_calls([&] { ring.take().forward(x.data(), 1, y.data()); }, min_s, reps);
-          const double gbs = stored / t.median / 1e9;
-          std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %11.0f%% %9.0f%%  %s\n", name.c_str(),
+          for (int warm = 0; warm < 2; ++warm) ring.take().forward(x.data(), 1, y.data());
+          const std::vector<double> t = alternating_medians(2, kRounds, min_s / 2, [&](size_t v) {
+            if (v == 0) ring.take().forward(x.data(), 1, y.data());
+            else buffer.read_next(static_cast<size_t>(stored));
+          });
+          const double gbs = stored / t[0] / 1e9, read_gbs = stored / t[1] / 1e9;
+          std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %10.1f %12.0f%% %11.0f%% %9.0f%%  %s\n", name.c_str(),
                       (std::to_string(k) + "x" + std::to_string(n)).c_str(),
-                      (std::string(ring[0].kernel_name()) + how).c_str(), t.median * 1e6,
-                      stored / (double(k) * double(n)), gbs, 100 * gbs / bw.median, 100 * gbs / bw.best,
-                      ring_note(copies, stored).c_str());
+                      (std::string(ring[0].kernel_name()) + how).c_str(), t[0] * 1e6,
+                      stored / (double(k) * double(n)), gbs, read_gbs, 100 * t[1] / t[0], 100 * gbs / bw.median,
+                      100 * gbs / bw.best, ring_note(copies, stored).c_str());
           std::fflush(stdout);
         };
         for (int c = 0; c < copies; ++c) s.ring.push_back(mixq::Linear::create(*s.layer));

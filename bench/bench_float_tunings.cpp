@@ -185,11 +185,10 @@ int main(int argc, char** argv) try {
                        t.dot ? first_dot->name : runnable[0].name);
         }
         size_t next = 0;
-        const std::vector<double> times =
-            alternating_medians(runnable.size(), run.rounds, run.min_seconds, [&](size_t t) {
-              forward(runnable[t], *layers[next], y.data());
-              next = (next + 1) % layers.size();
-            });
+        const VariantTimes times = run.time(runnable.size(), copies > 1 ? stored : 0, [&](size_t t) {
+          forward(runnable[t], *layers[next], y.data());
+          next = (next + 1) % layers.size();
+        });
         std::printf("\n# %s M=%ld K=%ld N=%ld, %s%s\n", f->name, m, k, n, pairs ? "FMA and dot cores" : "FMA core",
                     ring_suffix(copies, stored).c_str());
         print_variant_table({"tuning", "vs default", 68}, variant_names(runnable), times, copies > 1 ? stored : 0,

@@ -127,9 +127,6 @@ int main(int argc, char** argv) try {
   const AlternatingRun run = start_alternating(o, isa == mixq::kernels::Isa::amx      ? "amx tunings"
                                                    : isa == mixq::kernels::Isa::avx512 ? "avx512 tunings"
                                                                                        : "avx2 tunings");
-  const int rounds = run.rounds;
-  const double min_s = run.min_seconds;
-  const mixq::kernels::Rate bw = run.bw;
   for (const std::string& format : formats)
     for (int64_t m : o.ms)
       for (auto [k, n] : o.shapes) {
@@ -155,7 +152,7 @@ int main(int argc, char** argv) try {
             mixq::fail("bench_int_tunings: tuning '{}' computes different bits than the default", tunings[t].name);
         }
         size_t next = 0;
-        const std::vector<double> times = alternating_medians(tunings.size(), rounds, min_s, [&](size_t t) {
+        const VariantTimes times = run.time(tunings.size(), copies > 1 ? stored : 0, [&](size_t t) {
           kernels[t][next]->forward(x.data(), m, y.data());
           next = (next + 1) % kernels[t].size();
         });
@@ -163,7 +160,7 @@ int main(int argc, char** argv) try {
                     std::string(kernels[0][0]->name()).c_str(),
                     ring_suffix(copies, stored).c_str());
         // Small M reads the weights from DRAM: bandwidth columns. Large M: GOPS.
-        print_variant_table({"tuning", "vs default", 50}, variant_names(tunings), times, copies > 1 ? stored : 0, bw,
+        print_variant_table({"tuning", "vs default", 50}, variant_names(tunings), times, copies > 1 ? stored : 0, run.bw,
                             2.0 * double(m) * double(n) * double(k));
         std::fflush(stdout);
       }

@@ -110,7 +110,7 @@ int main(int argc, char** argv) try {
           mixq::fail("bench_svdquant_tunings: tuning '{}' computes different bits than the default", t.name);
       }
       size_t next = 0;
-      const std::vector<double> times = alternating_medians(tunings.size(), run.rounds, run.min_seconds, [&](size_t i) {
+      const VariantTimes times = run.time(tunings.size(), copies > 1 ? stored : 0, [&](size_t i) {
         tunings[i].run(ring[next], x.data(), m, y.data());
         next = (next + 1) % ring.size();
       });

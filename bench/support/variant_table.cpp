@@ -28,7 +28,8 @@ AlternatingRun start_alternating(const BenchArgs& o, const std::string& what) {
   run.min_seconds = o.quick ? 0.03 : 0.1;
   std::printf("# %s\n", run_header().c_str());
   set_threads(o.threads);
-  run.bw = read_bandwidth_gbs(o.threads, size_t(1) << 30, run.rounds);
+  run.buffer = std::make_shared<kernels::StreamingRead>();
+  run.bw = read_bandwidth_gbs(*run.buffer, run.rounds);
   std::printf("# %s, %d threads; read bandwidth (1 GiB, 4 streams per thread, prefetch %zu B): "
               "best %.1f GB/s, median %.1f\n",
               what.c_str(), o.threads, kernels::kStreamPrefetchBytes, run.bw.best, run.bw.median);
@@ -37,12 +38,29 @@ AlternatingRun start_alternating(const BenchArgs& o, const std::string& what) {
   return run;
 }
 
+VariantTimes AlternatingRun::time(size_t variants, double stored_bytes,
+                                  const std::function<void(size_t variant)>& call) const {
+  const bool read = stored_bytes > 0 && buffer;
+  std::vector<double> medians = alternating_medians(variants + (read ? 1 : 0), rounds, min_seconds, [&](size_t v) {
+    if (v < variants) call(v);
+    else buffer->read_next(static_cast<size_t>(stored_bytes));
+  });
+  VariantTimes times;
+  if (read) {
+    times.read_seconds = medians.back();
+    medians.pop_back();
+  }
+  times.seconds = std::move(medians);
+  return times;
+}
+
 void print_variant_table(const VariantColumns& columns, const std::vector<std::string>& names,
-                         const std::vector<double>& seconds, double stored_bytes, const Rate& bw, double ops,
+                         const VariantTimes& times, double stored_bytes, const Rate& bw, double ops,
                          const char* ops_label) {
   const bool streams = stored_bytes > 0;
+  const std::vector<double>& seconds = times.seconds;
   std::printf("%-*s %10s %10s", columns.width, columns.first, "time", columns.versus);
-  if (streams) std::printf(" %12s %11s %10s\n", "stored GB/s", "of med. bw", "of best bw");
+  if (streams) std::printf(" %12s %12s %11s %10s\n", "stored GB/s", "of read bes.", "of med. bw", "of best bw");
   else if (ops > 0) std::printf(" %9s\n", ops_label);
   else std::printf("\n");
   for (size_t v = 0; v < names.size() && v < seconds.size(); ++v) {
@@ -50,13 +68,18 @@ void print_variant_table(const VariantColumns& columns, const std::vector<std::s
     std::printf("%-*s %8.3fms %9.3fx", columns.width, names[v].c_str(), s * 1e3, s / seconds[0]);
     if (streams) {
       const double gbs = stored_bytes / s / 1e9;
-      std::printf(" %12.1f %10.0f%% %9.0f%%\n", gbs, 100 * gbs / bw.median, 100 * gbs / bw.best);
+      if (times.read_seconds > 0) std::printf(" %12.1f %11.0f%%", gbs, 100 * times.read_seconds / s);
+      else std::printf(" %12.1f %12s", gbs, "-");
+      std::printf(" %10.0f%% %9.0f%%\n", 100 * gbs / bw.median, 100 * gbs / bw.best);
     } else if (ops > 0) {
       std::printf(" %9.0f\n", ops / s / 1e9);
     } else {
       std::printf("\n");
     }
   }
+  if (streams && times.read_seconds > 0)
+    std::printf("# of read bes(ide): against reading the same %.1f MB in the same rounds: %.3f ms, %.1f GB/s\n",
+                stored_bytes / 1e6, times.read_seconds * 1e3, stored_bytes / times.read_seconds / 1e9);
 }
 
 }  // namespace mixq::bench

@@ -1,10 +1,13 @@
 #pragma once
 // The table the *_tunings benchmarks print for variants timed in alternating
-// rounds (alternating_medians): a header, then a row per variant with its
+// rounds (AlternatingRun::time): a header, then a row per variant with its
 // median time and its ratio to the first variant's. Weights streamed from a
 // ring (stored_bytes > 0) add the stored bytes' rate and its fraction of the
-// run's calibrated read (median and best pass); otherwise `ops` per call > 0
-// adds the rate in G`ops_label`.
+// read of the same bytes timed beside them (VariantTimes::read_seconds) and
+// of the run's calibrated read (median and best pass); otherwise `ops` per
+// call > 0 adds the rate in G`ops_label`.
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,10 +23,21 @@ void default_to_decode_shapes(BenchArgs& o);
 // The start of an alternating-rounds benchmark: prints the run header, sets
 // the threads, calibrates the read bandwidth and prints it after `what` (the
 // variants' kernel, e.g. "avx2 tunings"), then the rounds line.
+struct VariantTimes {
+  std::vector<double> seconds;  // median seconds per call, one per variant
+  double read_seconds = 0;      // median time to read the stored bytes beside them (0: not timed)
+};
 struct AlternatingRun {
   int rounds = 0;        // >= 1 call per round: >= 5 calls per point
   double min_seconds = 0;  // per variant and round
   Rate bw;
+  std::shared_ptr<kernels::StreamingRead> buffer;  // the calibration's 1 GiB, read again beside the variants
+  // alternating_medians over call(0 .. variants - 1); where stored_bytes > 0
+  // every round also reads stored_bytes from `buffer` (DRAM) as one more
+  // variant: a read timed in the same rounds as the kernels, so its rate
+  // shares their phase of a shared host's memory (which moved 1.5-2x within
+  // seconds on the VMs this was written on: BENCHMARKS.md).
+  VariantTimes time(size_t variants, double stored_bytes, const std::function<void(size_t variant)>& call) const;
 };
 AlternatingRun start_alternating(const BenchArgs& o, const std::string& what);
 
@@ -62,7 +76,7 @@ struct VariantColumns {
 };
 
 void print_variant_table(const VariantColumns& columns, const std::vector<std::string>& names,
-                         const std::vector<double>& seconds, double stored_bytes, const Rate& bw, double ops = 0,
+                         const VariantTimes& times, double stored_bytes, const Rate& bw, double ops = 0,
                          const char* ops_label = "int GOPS");
 
 }  // namespace mixq::bench

@@ -318,38 +318,58 @@ void set_float_dot(std::optional<FloatDot> dot) {
   forced_float_dot().store(dot ? static_cast<int>(*dot) : env_float_dot());
 }
 
-Rate read_bandwidth_gbs(int threads, size_t bytes, int reps, size_t prefetch_bytes) {
-  const Isa isa = best_isa();
-  if (isa < Isa::avx2) return {};
-  auto read = isa >= Isa::avx512 ? read_part_zmm : read_part_ymm;
-  set_num_threads(threads);
-  const size_t part = bytes / threads / 4096 * 4096;
-  const size_t total = part * threads;
-  void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) fail("calibration: cannot map {} bytes for the bandwidth test", total);
-  madvise(mem, total, MADV_HUGEPAGE);
-  auto* base = static_cast<std::byte*>(mem);
+StreamingRead::StreamingRead(size_t bytes) {
+  const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
+  size_ = std::max<size_t>(bytes / threads / 4096, 1) * 4096 * threads;
+  void* mem = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) fail("calibration: cannot map {} bytes for the bandwidth test", size_);
+  madvise(mem, size_, MADV_HUGEPAGE);
+  base_ = static_cast<std::byte*>(mem);
   // First touch by the thread that will read the part (same NUMA node / pages).
-  util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) std::memset(base + t * part, static_cast<int>(t + 1), part);
+  const size_t part = size_ / threads;
+  util::parallel_for(static_cast<int64_t>(threads), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) std::memset(base_ + t * part, static_cast<int>(t + 1), part);
   });
+}
+
+StreamingRead::~StreamingRead() { munmap(base_, size_); }
+
+size_t StreamingRead::read_next(size_t bytes, size_t prefetch_bytes) {
+  const Isa isa = best_isa();
+  if (isa < Isa::avx2) return 0;
+  auto read = isa >= Isa::avx512 ? read_part_zmm : read_part_ymm;
+  const size_t threads = static_cast<size_t>(std::max(1, num_threads()));
+  const size_t part = std::max<size_t>(std::min(bytes, size_) / threads / 4096, 1) * 4096;
+  if (part * threads > size_) return 0;  // more threads than when the buffer was made
+  if (cursor_ + part * threads > size_) cursor_ = 0;
   std::atomic<uint64_t> sink{0};
-  auto pass = [&] {
-    util::parallel_for(threads, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t) sink.fetch_add(read(base + t * part, part, prefetch_bytes));
-    });
-  };
-  pass();
+  util::parallel_for(static_cast<int64_t>(threads), 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) sink.fetch_add(read(base_ + cursor_ + t * part, part, prefetch_bytes));
+  });
+  cursor_ += part * threads;
+  sink_ += sink.load();  // kept, so the reads are not dropped
+  return part * threads;
+}
+
+Rate read_bandwidth_gbs(StreamingRead& buffer, int reps, size_t prefetch_bytes) {
+  if (best_isa() < Isa::avx2) return {};
+  buffer.read_next(buffer.size(), prefetch_bytes);
   std::vector<double> rates;
   for (int r = 0; r < reps; ++r) {
     auto t0 = clock_type::now();
-    pass();
+    const size_t read = buffer.read_next(buffer.size(), prefetch_bytes);
     double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    rates.push_back(static_cast<double>(total) / s / 1e9);
+    rates.push_back(static_cast<double>(read) / s / 1e9);
   }
-  munmap(mem, total);
   std::sort(rates.begin(), rates.end());
   return {rates.back(), rates[rates.size() / 2]};
+}
+
+Rate read_bandwidth_gbs(int threads, size_t bytes, int reps, size_t prefetch_bytes) {
+  if (best_isa() < Isa::avx2) return {};
+  set_num_threads(threads);
+  StreamingRead buffer(bytes);
+  return read_bandwidth_gbs(buffer, reps, prefetch_bytes);
 }
 
 }  // namespace mixq::kernels

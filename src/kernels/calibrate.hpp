@@ -4,6 +4,7 @@
 // run (the host may be shared, and memory-bound numbers drift between windows:
 // BENCHMARKS.md). Each call sets the pool's thread count.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -42,6 +43,36 @@ Rate fma_f32_peak_gflops(int threads, int reps = 7);
 // second); zeros without AVX2.
 Rate read_bandwidth_gbs(int threads, size_t bytes = size_t(1) << 30, int reps = 7,
                         size_t prefetch_bytes = kStreamPrefetchBytes);
+
+// A buffer read as read_bandwidth_gbs reads (it is built on this), a window
+// at a time: for a read timed beside a kernel, in alternation with its calls,
+// so that both see the same phase of a shared host's memory (bench/: the
+// "of read beside" columns). Windows follow each other through the buffer,
+// wrapping, so a buffer far larger than the last-level cache is read from
+// DRAM. The pool's threads (their count when created) first-touch it.
+class StreamingRead {
+ public:
+  explicit StreamingRead(size_t bytes = size_t(1) << 30);
+  ~StreamingRead();
+  StreamingRead(const StreamingRead&) = delete;
+  StreamingRead& operator=(const StreamingRead&) = delete;
+  // Reads the next `bytes` (at most the buffer; whole 4 KiB pages per
+  // thread, at least one) split over the pool's threads, each its part as 4
+  // interleaved streams prefetched `prefetch_bytes` ahead. Returns the bytes
+  // read; zero without AVX2, or where the pool now has more threads than
+  // the buffer has pages.
+  size_t read_next(size_t bytes, size_t prefetch_bytes = kStreamPrefetchBytes);
+  size_t size() const { return size_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+  size_t cursor_ = 0;
+  uint64_t sink_ = 0;
+};
+// read_bandwidth_gbs over an existing buffer: one untimed pass, then `reps`
+// timed passes over the whole of it.
+Rate read_bandwidth_gbs(StreamingRead& buffer, int reps = 7, size_t prefetch_bytes = kStreamPrefetchBytes);
 
 // True when the CPU can run the AVX-512 VNNI/BF16 loops above (the int8 and
 // bf16 peaks return zeros otherwise; the f32 FMA peak and the read fall back
