@@ -82,9 +82,9 @@ template <class Base, bool Stage>
 struct InPlaceStageAliasedRows : Base {
   static constexpr bool kInPlaceStageAliasedRows = Stage;
 };
-template <class Base, mixq::kernels::PrefetchHint Hint>
-struct InPlaceRowPrefetchHint : Base {
-  static constexpr mixq::kernels::PrefetchHint kInPlaceRowPrefetchHint = Hint;
+template <class Base, RowPrefetch To>
+struct InPlaceRowPrefetchTo : Base {
+  static constexpr RowPrefetch kInPlaceRowPrefetchTo = To;
 };
 template <class Base, int64_t Rows>
 struct PackedTableRows : Base {

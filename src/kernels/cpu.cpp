@@ -89,7 +89,41 @@ std::atomic<int>& active() {
   return isa;
 }
 
+// Size of the level-1 data cache from a deterministic cache parameters leaf
+// (Intel's 4, AMD's 0x8000001D: the same register layout), 0 if none lists
+// one. Subleaf i describes one cache until its type (EAX[4:0]) is 0.
+int64_t l1d_from_leaf(unsigned leaf) {
+  for (unsigned i = 0; i < 16; ++i) {
+    unsigned a, b, c, d;
+    __cpuid_count(leaf, i, a, b, c, d);
+    const unsigned type = a & 0x1F, level = (a >> 5) & 0x7;
+    if (type == 0) break;
+    if (type == 1 && level == 1) {  // data cache, level 1
+      const int64_t ways = ((b >> 22) & 0x3FF) + 1, partitions = ((b >> 12) & 0x3FF) + 1;
+      const int64_t line = (b & 0xFFF) + 1, sets = int64_t{c} + 1;
+      return ways * partitions * line * sets;
+    }
+  }
+  return 0;
+}
+
+int64_t detect_l1d_bytes() {
+  unsigned a, b, c, d;
+  const unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  const unsigned max_ext = __get_cpuid_max(0x80000000u, nullptr);
+  int64_t bytes = 0;
+  if (max_ext >= 0x8000001Du && __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 22)))  // TOPOEXT
+    bytes = l1d_from_leaf(0x8000001Du);
+  if (bytes == 0 && max_leaf >= 4) bytes = l1d_from_leaf(4);
+  return bytes > 0 ? bytes : int64_t{32} << 10;
+}
+
 }  // namespace
+
+int64_t l1d_bytes() {
+  static const int64_t bytes = detect_l1d_bytes();
+  return bytes;
+}
 
 // Each level is exactly the flags its kernel files are compiled with
 // (MIXQ_ISA_FLAGS_avx2 / _avx512 in CMakeLists.txt).

@@ -2,6 +2,7 @@
 // Which instruction set the kernels use, chosen once per process from CPUID.
 // MIXQ_ISA=ref|avx2|avx512|amx forces a path (never above what the CPU has);
 // set_isa() does the same from code (tests use it to cover every path).
+#include <cstdint>
 #include <string_view>
 
 namespace mixq::kernels {
@@ -25,5 +26,10 @@ bool cpu_has_avx_vnni();
 // avx512 level (their *.avx512vbmi.cpp files); CPUs without it exist.
 bool cpu_has_avx512_vbmi();
 std::string_view isa_name(Isa isa);
+// The first core's L1 data cache in bytes, from CPUID's cache descriptors
+// (leaf 4 on Intel, 0x8000001D on AMD); 32 KiB where CPUID does not say.
+// Kernels whose best prefetch target was measured to differ between L1
+// sizes read it (float_tile.hpp).
+int64_t l1d_bytes();
 
 }  // namespace mixq::kernels

@@ -599,7 +599,7 @@ int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     if (m > Tune::kInPlaceRegisterRows || !fp8_table_decode_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
     const Fp8RowsInPlace how{Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes,
-                             Tune::kInPlaceRowPrefetchHint, Tune::kInPlaceStageAliasedRows};
+                             row_prefetch_hint(Tune::kInPlaceRowPrefetchTo), Tune::kInPlaceStageAliasedRows};
     fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full, how, job.alpha,
                                  job.bias, job.y, *job.nan_columns);
     return full;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu.hpp"
 #include "kernels/stream_prefetch.hpp"
 
 namespace mixq::kernels::x86 {
@@ -51,11 +52,21 @@ namespace {
 //    CPU with VBMI: no packing, each panel transposed and decoded in
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
-//    kInPlaceRowPrefetchBytes ahead with kInPlaceRowPrefetchHint.
+//    kInPlaceRowPrefetchBytes ahead into kInPlaceRowPrefetchTo.
 //  - packed FP8 with at most kPackedTableRows rows (0: never) on a CPU with
 //    VBMI: the codes decoded by table lookups (fp8_panels_avx512vbmi),
 //    kPackedTableSideBySide panels at a time, each prefetched
 //    kStreamPrefetchBytes ahead.
+// Where the FP8 in-place kernel's row prefetches go: L1 (T0), L2 (T1), or
+// by the L1 data cache's size (row_prefetch_hint).
+enum class RowPrefetch { l1, l2, by_l1_size };
+// by_l1_size: into L1 where the L1 data cache holds 48 KiB or more (Zen 5;
+// Intel's cores since Golden Cove have as much, not measured there), into L2
+// below (Zen 4's 32 KiB). Measured on those two only (FloatTile<16>).
+inline PrefetchHint row_prefetch_hint(RowPrefetch to) {
+  if (to == RowPrefetch::by_l1_size) return l1d_bytes() >= (int64_t{48} << 10) ? _MM_HINT_T0 : _MM_HINT_T1;
+  return to == RowPrefetch::l1 ? _MM_HINT_T0 : _MM_HINT_T1;
+}
 inline constexpr int64_t kAllSteps = std::numeric_limits<int64_t>::max() / 2;  // one K chunk, whatever K
 // Read in place with more rows than kRowChunk, each thread packs one K chunk
 // of up to this many bytes of its panels (in whole register tiles of
@@ -92,7 +103,7 @@ struct FloatTile<8> {
   static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
   static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
-  static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T0;
+  static constexpr RowPrefetch kInPlaceRowPrefetchTo = RowPrefetch::l1;
   static constexpr bool kInPlaceStageAliasedRows = false;
   static constexpr int64_t kPackedTableRows = 0;  // AVX-512 VBMI only
   static constexpr int kPackedTableSideBySide = 1;
@@ -122,13 +133,15 @@ struct FloatTile<16> {
   // are not staged (below: K not a multiple of 256) the second panel runs
   // one 64-byte line behind the first (panels_lag in
   // fp8_rows_in_place.avx512vbmi.cpp; "fifth session"). The row prefetch
-  // goes into L2 (T1): into L1 (T0) the 32 row streams' prefetches hold
-  // L1's miss buffers; T0 was 1.02-1.11x slower from DRAM at M = 1, K =
-  // 3072 and 5376, on Zen 4 (equal at K = 12288; BENCHMARKS.md, "Issue 14
-  // on Zen 4, fourth session").
+  // target depends on the core: on Zen 4 (32 KiB L1d) into L2, since into
+  // L1 the 32 row streams' prefetches held L1's miss buffers (T0 1.02-1.11x
+  // slower from DRAM at M = 1, K = 3072 and 5376; BENCHMARKS.md, "Issue 14
+  // on Zen 4, fourth session"); on Zen 5 (48 KiB L1d) into L1, T1 1.0-1.5x
+  // slower at M = 1 to 4, K = 3072 and 5376 ("Issue 14 on Zen 5, sixth
+  // session"). The L1 size stands for the core (row_prefetch_hint).
   static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 256;
-  static constexpr PrefetchHint kInPlaceRowPrefetchHint = _MM_HINT_T1;
+  static constexpr RowPrefetch kInPlaceRowPrefetchTo = RowPrefetch::by_l1_size;
   // Where more than 8 of the panels' rows fall in one L1 set (row strides
   // of a multiple of 2 KiB, e.g. K = 12288), they are copied 256 B at a
   // time to a buffer first (stage_rows in fp8_rows_in_place.avx512vbmi.cpp):
