@@ -45,7 +45,6 @@ using mixq::kernels::x86::AwqPacked;
 
 struct Options : BenchArgs {
   int64_t group = 64;
-  bool in_cache = false;
   std::vector<std::string> picked;  // --tuning TEXT
 };
 
@@ -53,7 +52,6 @@ Options parse(int argc, char** argv) {
   Options o;
   static_cast<BenchArgs&>(o) =
       parse_tuning_args("bench_awq_tunings", argc, argv, o.picked, [&](const std::string& flag, const auto& value) {
-        if (flag == "--in-cache") return o.in_cache = true;
         if (flag != "--group") return false;
         o.group = std::atol(value());
         return true;

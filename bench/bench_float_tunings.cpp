@@ -116,10 +116,7 @@ std::unique_ptr<Layer> random_layer(const Format& f, int64_t k, int64_t n, uint3
 
 int main(int argc, char** argv) try {
   std::vector<std::string> picked;
-  bool in_cache = false;
-  BenchArgs o = parse_tuning_args("bench_float_tunings", argc, argv, picked, [&](const std::string& flag, const auto&) {
-    return flag == "--in-cache" && (in_cache = true);
-  });
+  BenchArgs o = parse_tuning_args("bench_float_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
   std::vector<const Format*> formats;
   for (const std::string& name : o.formats.empty() ? std::vector<std::string>{"float8_e4m3fn"} : o.formats)
@@ -150,7 +147,7 @@ int main(int argc, char** argv) try {
       for (auto [k, n] : o.shapes) {
         const double stored =
             double(n) * double(k) * double(f->element_bytes) + (f->type == x86::PanelType::mxfp8 ? n * k / 32.0 : 0);
-        const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
+        const int copies = m <= 16 && !o.in_cache ? ring_copies(stored) : 1;
         std::vector<std::unique_ptr<Layer>> layers;
         for (int c = 0; c < copies; ++c)
           layers.push_back(random_layer(*f, k, n, static_cast<uint32_t>(c + 1)));

@@ -94,10 +94,7 @@ std::unique_ptr<Layer> fp8_layer(int64_t k, int64_t n, uint32_t seed, const std:
 }  // namespace
 
 int main(int argc, char** argv) try {
-  bool in_cache = false;
-  BenchArgs o = parse_args("bench_in_place", argc, argv, [&](const std::string& flag, const auto&) {
-    return flag == "--in-cache" && (in_cache = true);
-  });
+  BenchArgs o = parse_args("bench_in_place", argc, argv);
   default_to_decode_shapes(o);
   const std::vector<std::string> formats =
       o.formats.empty() ? std::vector<std::string>{"nvfp4", "float8_e4m3fn"} : o.formats;
@@ -116,7 +113,7 @@ int main(int argc, char** argv) try {
       for (auto [k, n] : o.shapes) {
         const bool nvfp4 = format == "nvfp4";
         const double stored = nvfp4 ? double(n) * double(k) * (0.5 + 1.0 / 16) : double(n) * double(k);
-        const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
+        const int copies = m <= 16 && !o.in_cache ? ring_copies(stored) : 1;
         const std::vector<float> x = random_activations(m * k);
         x86::Nvfp4Activation act;
         std::vector<float> a;  // FP8: the activation as its E4M3 values

@@ -11,7 +11,8 @@
 // pass); larger M reports integer GOPS.
 //
 //   bench_int_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
-//                     [--tuning TEXT ..]
+//                     [--tuning TEXT ..] [--in-cache]
+//   --in-cache: one copy of the weights, reused (the compute side of M <= 16)
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable),
 //            next to the default. Each packed tuning holds its own ring of
 //            copies (16x the last-level cache: 4 GiB each where the LLC is
@@ -133,7 +134,7 @@ int main(int argc, char** argv) try {
         const bool int4 = format != "int8_convrot";  // codes: 4 bits, plus 1 s_rel byte per 16
         const double stored = double(n) * double(k) / (int4 ? 2 : 1) + 4.0 * double(n) +
                               (format == "asym_w4a8_int8" ? double(n) * double(k) / 16 : 0.0);
-        const int copies = m <= 16 ? ring_copies(stored) : 1;
+        const int copies = m <= 16 && !o.in_cache ? ring_copies(stored) : 1;
         // kernels[t][c]: tuning t's kernel over copy c (each packs its own
         // weights, or reads copy c's rows in place: the layers stay alive).
         std::vector<std::unique_ptr<RandomLayer>> layers;

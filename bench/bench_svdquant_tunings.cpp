@@ -74,11 +74,7 @@ SvdquantPacked random_packed(int64_t k, int64_t n, uint32_t seed) {
 
 int main(int argc, char** argv) try {
   std::vector<std::string> picked;
-  bool in_cache = false;
-  BenchArgs o = parse_tuning_args("bench_svdquant_tunings", argc, argv, picked,
-                                  [&](const std::string& flag, const auto&) {
-                                    return flag == "--in-cache" && (in_cache = true);
-                                  });
+  BenchArgs o = parse_tuning_args("bench_svdquant_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
   for (auto [k, n] : o.shapes)
     if (k % 64 != 0) mixq::fail("bench_svdquant_tunings: K = {} is not a multiple of the 64-group", k);
@@ -98,7 +94,7 @@ int main(int argc, char** argv) try {
       std::vector<SvdquantPacked> ring;
       ring.push_back(random_packed(k, n, 1));
       const double stored = static_cast<double>(ring[0].bytes());
-      const int copies = m <= 16 && !in_cache ? ring_copies(stored) : 1;
+      const int copies = m <= 16 && !o.in_cache ? ring_copies(stored) : 1;
       for (int c = 1; c < copies; ++c) ring.push_back(random_packed(k, n, static_cast<uint32_t>(c + 1)));
       const std::vector<float> x = random_activations(m * k);
       std::vector<float> y(static_cast<size_t>(m * n)), want(y.size());

@@ -33,6 +33,7 @@ BenchArgs parse_args(const char* tool, int argc, char** argv, const ExtraFlag& e
       return argv[++i];
     };
     if (a == "--quick") o.quick = true;
+    else if (a == "--in-cache") o.in_cache = true;
     else if (a == "--threads") o.threads = std::max(1, std::atoi(value()));
     else if (a == "--format") o.formats.emplace_back(value());
     else if (a == "--m") o.ms.push_back(std::max(1L, std::atol(value())));

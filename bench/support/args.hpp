@@ -5,6 +5,8 @@
 //   --format NAME   only these formats (repeatable)
 //   --shape KxN     shapes (repeatable)
 //   --m M           row counts (repeatable)
+//   --in-cache      where a benchmark streams weights from a ring at small M:
+//                   one copy instead, reused (the compute side)
 // A benchmark's own flags go to `extra`, which returns false for a flag it
 // does not take; anything else is an error naming the benchmark.
 #include <cstdint>
@@ -22,6 +24,7 @@ struct BenchArgs {
   std::vector<std::string> formats;
   std::vector<std::pair<int64_t, int64_t>> shapes;
   std::vector<int64_t> ms;
+  bool in_cache = false;
 
   double min_seconds() const { return quick ? 0.05 : 0.15; }  // per repetition
   int reps() const { return quick ? 3 : 7; }
