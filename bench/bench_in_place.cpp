@@ -137,7 +137,7 @@ int main(int argc, char** argv) try {
         if (std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) != 0)
           mixq::fail("bench_in_place: {} in place computes different bits than packed", format);
         size_t next = 0;
-        const VariantTimes times = run.time(2, m <= 16 ? stored : 0, [&](size_t v) {
+        const VariantTimes times = run.time(2, copies > 1 ? stored : 0, [&](size_t v) {
           layers[next]->forward(v == 1, y.data());
           next = (next + 1) % layers.size();
         });
