@@ -33,6 +33,10 @@ struct Ahead1K : Base {
 struct Ahead4K : Base {
   static constexpr int64_t kStreamPrefetchBytes = 4096;
 };
+template <int64_t Bytes>
+struct OneStreamAhead : Base {
+  static constexpr int64_t kOneStreamPrefetchBytes = Bytes;
+};
 struct AheadIntoL2 : Base {
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T1;
 };
@@ -139,6 +143,8 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>},
           {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>},
           {"in place, small-M prefetch into L2 (T1)", make_in_place<AheadIntoL2>},
+          {"in place, one row stream prefetched 2 KiB ahead (before)", make_in_place<OneStreamAhead<2048>>},
+          {"in place, one row stream prefetched 4 KiB ahead", make_in_place<OneStreamAhead<4096>>},
           {"the layer's kernel (the library's build)", layer_kernel},
           {"the layer's kernel, in place (the library's build)", layer_kernel_in_place}};
 }

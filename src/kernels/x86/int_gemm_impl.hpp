@@ -144,7 +144,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
 // Exact int32 dots of TM plain quantized token rows q (stride kp, zero
 // padded) with R in-place weight rows of rb bytes, each row one memory
 // stream, 64 bytes per step (Stream: each prefetched T::kStreamPrefetchBytes
-// ahead with T::kStreamPrefetchHint):
+// ahead, T::kOneStreamPrefetchBytes where R = 1, with T::kStreamPrefetchHint):
 //  int8: Σ_k q[k]·w[k], as |w| against q·sign(w) (Avx2::abs8); q must lie
 //        in [-127, 127], which Q8row's codes do (|x| / (amax / 127) rounds
 //        to at most 127; -128 is never produced);
@@ -224,7 +224,7 @@ void rows_dot(const uint8_t* const* w, const int8_t* q, int64_t kp, int64_t rb, 
     const int64_t chain_end = std::min(whole, i + 64 * kI16Steps);
     for (; i < chain_end; i += 64) {
       if constexpr (Stream) {
-        constexpr int64_t ahead = T::kStreamPrefetchBytes;
+        constexpr int64_t ahead = R == 1 ? T::kOneStreamPrefetchBytes : T::kStreamPrefetchBytes;
         const int64_t at = i + ahead < rb ? i + ahead : i + ahead + next_group;
         MIXQ_UNROLL
         for (int r = 0; r < R; ++r) _mm_prefetch(reinterpret_cast<const char*>(w[r] + at), T::kStreamPrefetchHint);

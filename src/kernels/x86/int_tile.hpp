@@ -30,6 +30,16 @@ namespace {
 //    faster than none, for int8 and int4 weights at the FLUX / H3 shapes, and
 //    beat 2 and 4 KiB (bench_int_tunings re-measures both). Not used for
 //    large M, where weights come from L2 and the extra loads measured slower.
+//  kOneStreamPrefetchBytes: the same where the GEMV on in-place rows reads
+//    one row stream a thread (AVX-512 at M = 1, kOneRowAtOneToken). What a
+//    thread has in flight is its streams times the distance: the packed
+//    loop's 4 panel streams 2 KiB ahead hold 8 KiB, one row stream 2 KiB
+//    ahead 2 KiB. On Zen 5, whose read swings between ~50 and ~88 GB/s
+//    from one minute to the next, 8 KiB made M = 1 in place 1.02-1.38x
+//    faster than 2 KiB in the fast phase (int8 and int4 rows, the FLUX / H3
+//    shapes; 4 KiB 1.05-1.22x) and 0.97-1.11x in the slow one, where 2 KiB
+//    kept up; the packed loop at 4 KiB was 1.02-1.14x slower (BENCHMARKS.md,
+//    "Issue 14 on Zen 5, sixth session"). AVX2: kStreamPrefetchBytes.
 //  kKChunk: large M runs K in chunks of this many k past it
 //    (run_tile_k_chunks), so that a chunk of the P weight panels stays in L2
 //    next to the activation block's chunk while every 6-token panel uses it:
@@ -92,6 +102,7 @@ struct IntTile<16> {
   static constexpr int kTilePanels = 4;
   static constexpr int64_t kActBlockBytes = 768 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 2048;
+  static constexpr int64_t kOneStreamPrefetchBytes = 8192;
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kX16 = true;
   static constexpr int kRowStreams = 4;
@@ -109,6 +120,7 @@ struct IntTile<8> {
   static constexpr int kTilePanels = 1;
   static constexpr int64_t kActBlockBytes = 1024 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 1024;
+  static constexpr int64_t kOneStreamPrefetchBytes = kStreamPrefetchBytes;
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kX16 = false;
   static constexpr int kRowStreams = 4;
