@@ -48,9 +48,6 @@ namespace {
 
 using namespace mixq::bench;
 
-// Rounds of a layer call and a read beside it (>= kMinTimedCalls calls).
-constexpr int kRounds = 9;
-
 struct Options : BenchArgs {
   bool sweep = false;
 };
@@ -107,7 +104,7 @@ int main(int argc, char** argv) try {
               o.threads, kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
   std::printf("# time: median of %d alternating rounds of the layer's calls and a read of its stored bytes "
               "(each >= %.2f s)\n",
-              kRounds, min_s / 2);
+              kBesideRounds, min_s / 2);
   std::printf("%-16s %12s %-22s %10s %9s %11s %10s %13s %12s %10s  %s\n", "format", "KxN", "kernel", "us", "B/weight",
               "stored GB/s", "read GB/s", "of read beside", "of median bw", "of best bw", "ring");
 
@@ -135,16 +132,13 @@ int main(int argc, char** argv) try {
         // The ring is sized by the stored bytes: a Linear holds at least as many.
         const int copies = ring_copies(stored);
         auto report = [&](LinearRing& ring, const std::string& how) {
-          for (int warm = 0; warm < 2; ++warm) ring.take().forward(x.data(), 1, y.data());
-          const std::vector<double> t = alternating_medians(2, kRounds, min_s / 2, [&](size_t v) {
-            if (v == 0) ring.take().forward(x.data(), 1, y.data());
-            else buffer.read_next(static_cast<size_t>(stored));
-          });
-          const double gbs = stored / t[0] / 1e9, read_gbs = stored / t[1] / 1e9;
+          const BesideRead t = time_beside_read(buffer, stored, kBesideRounds, min_s / 2,
+                                                [&] { ring.take().forward(x.data(), 1, y.data()); });
+          const double gbs = stored / t.call / 1e9, read_gbs = stored / t.read / 1e9;
           std::printf("%-16s %12s %-22s %10.1f %9.3f %11.1f %10.1f %12.0f%% %11.0f%% %9.0f%%  %s\n", name.c_str(),
                       (std::to_string(k) + "x" + std::to_string(n)).c_str(),
-                      (std::string(ring[0].kernel_name()) + how).c_str(), t[0] * 1e6,
-                      stored / (double(k) * double(n)), gbs, read_gbs, 100 * t[1] / t[0], 100 * gbs / bw.median,
+                      (std::string(ring[0].kernel_name()) + how).c_str(), t.call * 1e6,
+                      stored / (double(k) * double(n)), gbs, read_gbs, 100 * t.read_fraction(), 100 * gbs / bw.median,
                       100 * gbs / bw.best, ring_note(copies, stored).c_str());
           std::fflush(stdout);
         };

@@ -28,7 +28,8 @@
 //    GiB of distinct copies so they come from DRAM; "GB/s" counts the
 //    layer's packed bytes (Linear::packed_bytes: 1 B/weight, + 1/32 for
 //    MXFP8) against the streaming read bandwidth of this run (best and
-//    median pass).
+//    median pass) and against a read of the same bytes timed in the same
+//    alternating rounds (bench::time_beside_read).
 // Memory-bound NVFP4 rows (M = 1, AVX-512 machines) as above with 0.5625
 // B/weight.
 
@@ -136,7 +137,7 @@ void compute_bound(int threads, const Peaks& peaks) {
   kernels::set_isa(kernels::best_isa());
 }
 
-void memory_bound(int threads, double read_bw) {
+void memory_bound(int threads, double read_bw, kernels::StreamingRead& beside) {
   bench::set_threads(threads);
   struct Shape { int64_t k, n; };
   for (Shape s : {Shape{3072, 3072}, Shape{5376, 21504}, Shape{14336, 5376}}) {
@@ -151,15 +152,15 @@ void memory_bound(int threads, double read_bw) {
       kernels::set_isa(isa);
       Lin l = make("nvfp4", s.n, s.k, copies);
       size_t next = 0;
-      const double t = bench::time_calls([&] {
+      const bench::BesideRead b = bench::time_beside_read(beside, wbytes, bench::kBesideRounds, 0.15, [&] {
         l.copies[next]->forward(x.data(), 1, y.data());
         next = (next + 1) % l.copies.size();
-      }, 0.3, 7).median;
-      const double gbs = wbytes / t / 1e9;
-      std::printf("| nvfp4 | M=1 K=%lld N=%lld | %d | %-9s | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s) | oneDNN u8s8 %.1f us (%.1f GB/s of int8 weights) | %s |\n",
+      });
+      const double t = b.call, gbs = wbytes / t / 1e9;
+      std::printf("| nvfp4 | M=1 K=%lld N=%lld | %d | %-9s | %8.1f us | %5.1f GB/s | %4.0f %% of read BW (%.1f GB/s), %.0f %% of the read beside | oneDNN u8s8 %.1f us (%.1f GB/s of int8 weights) | %s |\n",
                   (long long)s.k, (long long)s.n, threads, std::string(l.copies[0]->kernel_name()).c_str(),
-                  t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw, t_u8 * 1e6, u8.weight_bytes() / t_u8 / 1e9,
-                  bench::ratio(t_u8, t).c_str());
+                  t * 1e6, gbs, 100.0 * gbs / read_bw, read_bw, 100.0 * b.read_fraction(), t_u8 * 1e6,
+                  u8.weight_bytes() / t_u8 / 1e9, bench::ratio(t_u8, t).c_str());
       std::fflush(stdout);
     }
     kernels::set_isa(kernels::best_isa());
@@ -232,7 +233,7 @@ void fp8_vs_f32(int threads) {
 }
 
 // FP8 / MXFP8 at M = 1 from DRAM (1 B/weight) against the read bandwidth.
-void fp8_streaming(int threads, const kernels::Rate& read_bw) {
+void fp8_streaming(int threads, const kernels::Rate& read_bw, kernels::StreamingRead& beside) {
   bench::set_threads(threads);
   struct Shape { int64_t k, n; };
   for (Shape s : {Shape{3072, 12288}, Shape{12288, 3072}, Shape{5376, 21504}}) {
@@ -245,15 +246,15 @@ void fp8_streaming(int threads, const kernels::Rate& read_bw) {
         Lin l = make_with(format, s.n, s.k, copies, p.dot.value_or(FloatDot::fma));
         const double wbytes = static_cast<double>(l.copies[0]->packed_bytes().value_or(0));
         size_t next = 0;
-        const bench::Timing t = bench::time_calls([&] {
+        const bench::BesideRead t = bench::time_beside_read(beside, wbytes, bench::kBesideRounds, 0.15, [&] {
           l.copies[next]->forward(x.data(), 1, y.data());
           next = (next + 1) % l.copies.size();
-        }, 0.3, 7);
-        const double gbs = wbytes / t.median / 1e9, best = wbytes / t.best / 1e9;
-        std::printf("| %-13s | M=1 K=%lld N=%lld | %d | %-11s | %8.1f us | %.3f B/weight | %5.1f GB/s (best %5.1f) | %4.0f %% of read BW median, %4.0f %% best pass to best pass (%.1f / %.1f GB/s) |\n",
-                    format, (long long)s.k, (long long)s.n, threads, kernel_of(l).c_str(), t.median * 1e6,
-                    wbytes / (double(s.k) * s.n), gbs, best, 100.0 * gbs / read_bw.median, 100.0 * best / read_bw.best,
-                    read_bw.median, read_bw.best);
+        });
+        const double gbs = wbytes / t.call / 1e9;
+        std::printf("| %-13s | M=1 K=%lld N=%lld | %d | %-11s | %8.1f us | %.3f B/weight | %5.1f GB/s | %4.0f %% of read BW median, %4.0f %% of its best pass (%.1f / %.1f GB/s), %.0f %% of the read beside |\n",
+                    format, (long long)s.k, (long long)s.n, threads, kernel_of(l).c_str(), t.call * 1e6,
+                    wbytes / (double(s.k) * s.n), gbs, 100.0 * gbs / read_bw.median, 100.0 * gbs / read_bw.best,
+                    read_bw.median, read_bw.best, 100.0 * t.read_fraction());
         std::fflush(stdout);
       }
     }
@@ -272,14 +273,16 @@ int main(int argc, char** argv) {
   const int threads = 2;
   std::printf("# %s\n", bench::run_header().c_str());
   // The kernels' own read pattern (kernels/calibrate.hpp: 4 prefetched streams a thread).
-  const kernels::Rate read_bw = bench::read_bandwidth_gbs(threads);
+  bench::set_threads(threads);
+  kernels::StreamingRead beside;  // the calibration's buffer, read again beside each M = 1 row
+  const kernels::Rate read_bw = bench::read_bandwidth_gbs(beside);
   std::printf("# read bandwidth, 1 GiB, %d threads x 4 streams: %.1f GB/s best pass, %.1f median\n", threads,
               read_bw.best, read_bw.median);
   std::fflush(stdout);
   std::printf("\n| format | shape | threads | kernel | time | G(FL)OPS | vs oneDNN f32 / bf16 |\n|---|---|---|---|---|---|---|\n");
   fp8_vs_f32(threads);
   std::printf("\n| format | shape | threads | kernel | time | packed bytes | weight stream | vs read bandwidth |\n|---|---|---|---|---|---|---|---|\n");
-  fp8_streaming(threads, read_bw);
+  fp8_streaming(threads, read_bw, beside);
   if (kernels::best_isa() < kernels::Isa::avx512 || !bench::has_avx512_vnni_bf16()) {
     std::printf("\n# no AVX-512 VNNI + BF16: the NVFP4 and peak-fraction tables need them; skipped\n");
     return 0;
@@ -304,6 +307,6 @@ int main(int argc, char** argv) {
   compute_bound(threads, {int8_peak.median, bf16_peak.median, fma_peak.median});
   if (!quick) compute_bound(1, one);
   std::printf("\n| format | shape | threads | kernel | time | weight stream | vs read bandwidth | oneDNN | oneDNN time / ours |\n|---|---|---|---|---|---|---|---|---|\n");
-  memory_bound(threads, read_bw.median);
+  memory_bound(threads, read_bw.median, beside);
   return 0;
 }

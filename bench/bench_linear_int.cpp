@@ -8,7 +8,8 @@
 //   M = 4096, K = N = 3072 at 1 and 2 threads (compute-bound), and at the
 //   H3 / FLUX shapes below at 2 threads (INT8 ConvRot, W4A4 int4);
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
-//   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
+//   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM;
+//   the last column: the fraction of a read of the same bytes timed in the same alternating rounds).
 // Usage: bench_linear_int [--quick]   (--quick: fewer, shorter repetitions)
 #include <cstdio>
 #include <cstring>
@@ -163,31 +164,34 @@ int main(int argc, char** argv) {
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
   set_threads(2);
+  mixq::kernels::StreamingRead beside;  // for the read beside each row
   std::printf("# %s\n# M=1, 2 threads, weights from DRAM (copies cycled: a ring >= %dx the %.0f MiB LLC); fraction of the "
-              "read bandwidth above (median pass; best pass in the last column)\n",
-              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
-  std::printf("%-22s %16s %10s %10s %10s %10s %10s\n", "kernel", "KxN", "us", "w GB/s", "of read bw", "GOPS",
-              "of best bw");
+              "read bandwidth above (median pass; best pass in the next column) and of a read of the same bytes "
+              "timed in the same %d alternating rounds (last column)\n",
+              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20), kBesideRounds);
+  std::printf("%-22s %16s %10s %10s %10s %10s %10s %12s\n", "kernel", "KxN", "us", "w GB/s", "of read bw", "GOPS",
+              "of best bw", "of read bes.");
   for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
     const auto x1 = random_x(1, k);
     std::vector<float> y1(static_cast<size_t>(n));
     {
       const int copies = copies_for(static_cast<double>(k * n));
       OnednnMatmul dnnl(OnednnType::u8s8_f32, 1, k, n, copies);
-      const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
-      const double gbs = dnnl.weight_bytes() / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%%\n", "oneDNN u8s8->f32",
-                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
-                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9, 100 * gbs / bw2.best);
+      const BesideRead t = time_beside_read(beside, dnnl.weight_bytes(), kBesideRounds, min_s / 2, [&] { dnnl.run(); });
+      const double gbs = dnnl.weight_bytes() / t.call / 1e9;
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%% %11.0f%%\n", "oneDNN u8s8->f32",
+                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.call * 1e6, gbs, 100 * gbs / bw2.median,
+                  2.0 * k * n / t.call / 1e9, 100 * gbs / bw2.best, 100 * t.read_fraction());
     }
     for (const Ours& o : kOurs) {
       const double bytes = o.format == std::string("convrot_w4a4") ? k * n / 2.0 : double(k * n);
       OurLayers ours = make_ours(o, k, n, copies_for(bytes));
-      const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
-      const double gbs = ours.weight_bytes / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%%\n", o.label,
-                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.median * 1e6, gbs,
-                  100 * gbs / bw2.median, 2.0 * k * n / t.median / 1e9, 100 * gbs / bw2.best);
+      const BesideRead t = time_beside_read(beside, ours.weight_bytes, kBesideRounds, min_s / 2,
+                                            [&] { ours.take().forward(x1.data(), 1, y1.data()); });
+      const double gbs = ours.weight_bytes / t.call / 1e9;
+      std::printf("%-22s %16s %10.1f %10.1f %9.0f%% %10.1f %9.0f%% %11.0f%%\n", o.label,
+                  (std::to_string(k) + "x" + std::to_string(n)).c_str(), t.call * 1e6, gbs, 100 * gbs / bw2.median,
+                  2.0 * k * n / t.call / 1e9, 100 * gbs / bw2.best, 100 * t.read_fraction());
     }
   }
   return 0;

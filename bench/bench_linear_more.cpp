@@ -22,7 +22,9 @@
 //   M = 1 at K = N = 3072, K = 5376 N = 21504, K = 14336 N = 5376 (2 threads,
 //   weights cycled through a ring of copies >= 16x the last-level cache so they come from DRAM).
 // At M = 1, "w GB/s" counts the bytes the kernel streams per call: what the
-// Linear holds (Linear::packed_bytes: codes, per-group parameters, bias).
+// Linear holds (Linear::packed_bytes: codes, per-group parameters, bias);
+// the last column is its fraction of a read of the same bytes timed in the
+// same alternating rounds (bench::time_beside_read).
 // Usage: bench_linear_more [--quick]   (--quick: fewer, shorter repetitions)
 #include <algorithm>
 #include <cstdio>
@@ -208,11 +210,13 @@ int main(int argc, char** argv) {
 
   // ---- memory-bound: M = 1 ------------------------------------------------------
   set_threads(2);
+  mixq::kernels::StreamingRead beside;  // for the read beside each row
   std::printf("# %s\n# M=1, 2 threads, weights from DRAM (copies cycled: a ring >= %dx the %.0f MiB LLC); fraction of the "
-              "read bandwidth above (median pass; best pass in the last column)\n",
-              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20));
-  std::printf("%-22s %16s %10s %8s %10s %10s %12s %10s\n", "kernel", "KxN", "us", "B/weight", "w GB/s", "of read bw",
-              "oneDNN/ours", "of best bw");
+              "read bandwidth above (median pass; best pass in the next column) and of a read of the same bytes "
+              "timed in the same %d alternating rounds (last column)\n",
+              run_header().c_str(), kRingLlcFactor, static_cast<double>(llc_bytes()) / (1 << 20), kBesideRounds);
+  std::printf("%-22s %16s %10s %8s %10s %10s %12s %10s %12s\n", "kernel", "KxN", "us", "B/weight", "w GB/s",
+              "of read bw", "oneDNN/ours", "of best bw", "of read bes.");
   for (auto [k, n] : {std::pair<int64_t, int64_t>{3072, 3072}, {5376, 21504}, {14336, 5376}}) {
     const auto x1 = random_x(1, k);
     std::vector<float> y1(static_cast<size_t>(n));
@@ -220,24 +224,25 @@ int main(int argc, char** argv) {
     for (OnednnType type : {OnednnType::u8s8_f32, float_baseline}) {
       const double bytes_per = type == OnednnType::u8s8_f32 ? 1.0 : type == OnednnType::bf16_f32 ? 2.0 : 4.0;
       OnednnMatmul dnnl(type, 1, k, n, copies_for(bytes_per * double(k) * double(n)));
-      const Timing t = time_calls([&] { dnnl.run(); }, min_s, reps);
-      base_us[type == OnednnType::u8s8_f32 ? 0 : 1] = t.median * 1e6;
-      const double gbs = dnnl.weight_bytes() / t.median / 1e9;
-      std::printf("%-22s %16s %10.1f %8.2f %10.1f %9.0f%% %12s %9.0f%%\n", baseline_name(type), kxn(k, n).c_str(),
-                  t.median * 1e6, dnnl.weight_bytes() / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
-                  "1.00x", 100 * gbs / bw2.best);
+      const BesideRead t = time_beside_read(beside, dnnl.weight_bytes(), kBesideRounds, min_s / 2, [&] { dnnl.run(); });
+      base_us[type == OnednnType::u8s8_f32 ? 0 : 1] = t.call * 1e6;
+      const double gbs = dnnl.weight_bytes() / t.call / 1e9;
+      std::printf("%-22s %16s %10.1f %8.2f %10.1f %9.0f%% %12s %9.0f%% %11.0f%%\n", baseline_name(type),
+                  kxn(k, n).c_str(), t.call * 1e6, dnnl.weight_bytes() / (double(k) * double(n)), gbs,
+                  100 * gbs / bw2.median, "1.00x", 100 * gbs / bw2.best, 100 * t.read_fraction());
       std::fflush(stdout);
     }
     for (const Ours& o : kOurs) {
       if (!runs(o)) continue;
       OurLayers ours = make_ours(o, k, n, true);
       const double bytes = ours.streamed;
-      const Timing t = time_calls([&] { ours.take().forward(x1.data(), 1, y1.data()); }, min_s, reps);
-      const double gbs = bytes / t.median / 1e9;
+      const BesideRead t = time_beside_read(beside, bytes, kBesideRounds, min_s / 2,
+                                            [&] { ours.take().forward(x1.data(), 1, y1.data()); });
+      const double gbs = bytes / t.call / 1e9;
       const double base = base_us[o.baseline == OnednnType::u8s8_f32 ? 0 : 1];
-      std::printf("%-22s %16s %10.1f %8.3f %10.1f %9.0f%% %12s %9.0f%%\n", o.label, kxn(k, n).c_str(),
-                  t.median * 1e6, bytes / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
-                  ratio(base, t.median * 1e6).c_str(), 100 * gbs / bw2.best);
+      std::printf("%-22s %16s %10.1f %8.3f %10.1f %9.0f%% %12s %9.0f%% %11.0f%%\n", o.label, kxn(k, n).c_str(),
+                  t.call * 1e6, bytes / (double(k) * double(n)), gbs, 100 * gbs / bw2.median,
+                  ratio(base, t.call * 1e6).c_str(), 100 * gbs / bw2.best, 100 * t.read_fraction());
       std::fflush(stdout);
     }
   }

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/calibrate.hpp"
 #include "mixq/linear.hpp"
 
 namespace mixq::bench {
@@ -31,6 +32,17 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds, int reps)
   }
   std::sort(per_call.begin(), per_call.end());
   return {per_call.front(), per_call[per_call.size() / 2]};
+}
+
+BesideRead time_beside_read(kernels::StreamingRead& buffer, double bytes, int rounds, double min_seconds,
+                            const std::function<void()>& call) {
+  call();
+  call();
+  const std::vector<double> t = alternating_medians(2, rounds, min_seconds, [&](size_t v) {
+    if (v == 0) call();
+    else buffer.read_next(static_cast<size_t>(bytes));
+  });
+  return {t[0], t[1]};
 }
 
 void set_threads(int threads) {

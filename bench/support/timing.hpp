@@ -6,6 +6,10 @@
 #include <string>
 #include <vector>
 
+namespace mixq::kernels {
+class StreamingRead;
+}
+
 namespace mixq::bench {
 
 struct Timing {
@@ -27,6 +31,21 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, in
 // Returns each variant's median seconds per call over the rounds.
 std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
                                         const std::function<void(size_t variant)>& call);
+
+// The read beside (BENCHMARKS.md, "How every number below is taken"): one
+// call timed in alternating rounds with a read of `bytes` from `buffer`
+// (DRAM, the calibration's loop), after two warm-up calls, so that both
+// see the same phase of a shared host's memory. Median seconds of each;
+// `read_fraction` = read / call: the call's rate as a fraction of the read's.
+struct BesideRead {
+  double call = 0;
+  double read = 0;
+  double read_fraction() const { return call > 0 ? read / call : 0; }
+};
+BesideRead time_beside_read(kernels::StreamingRead& buffer, double bytes, int rounds, double min_seconds,
+                            const std::function<void()>& call);
+// Rounds of time_beside_read in the benchmarks' one-token tables.
+inline constexpr int kBesideRounds = 9;
 
 // Threads used by our pool and by oneDNN's OpenMP runtime.
 void set_threads(int threads);
