@@ -53,6 +53,7 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"widened: under 8 rows: K chunk 1024 steps", false, run<Widened<FewRowsStepChunk<Base, 1024>>>},
           {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},
+          {"few rows: prefetch panels 3 KiB ahead", false, run<StreamPrefetch<Base, 3072>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<Base, 4096>>},
           {"few rows: prefetch panels into L2 (T1)", false, run<StreamPrefetchIntoL2<Base>>},
           {"row chunk 64", false, run<RowChunk<Base, 64>>},
