@@ -35,12 +35,14 @@ namespace mixq::bench {
 
 std::vector<FloatTuning> float_tunings_avx512() {
   using namespace kernels::x86;
-  return {{"default (packed; FP8 up to 4 rows by table lookups, 3 panels; prefetch 2 KiB)", false, run<Base>},
+  return {{"default (packed; FP8 up to 4 rows by table lookups, 3 panels, prefetch 3 KiB)", false, run<Base>},
           {"packed FP8 up to 4 rows widened through f16 (before; M=1 tile 3 panels, 2-step widening)", false,
            run<Widened<Base>>},
           {"packed FP8 by table lookups: 1 panel at a time", false, run<PackedTableSideBySide<Base, 1>>},
           {"packed FP8 by table lookups: 2 panels at a time", false, run<PackedTableSideBySide<Base, 2>>},
           {"packed FP8 by table lookups: 4 panels at a time", false, run<PackedTableSideBySide<Base, 4>>},
+          {"packed FP8 by table lookups: prefetch 2 KiB ahead (before)", false, run<PackedTablePrefetch<Base, 2048>>},
+          {"packed FP8 by table lookups: prefetch 4 KiB ahead", false, run<PackedTablePrefetch<Base, 4096>>},
           {"widened: M=1 tile of 1 panel", false, run<Widened<OneRowTile<Base, 1>>>},
           {"widened: M=1 tile of 2 panels", false, run<Widened<OneRowTile<Base, 2>>>},
           {"widened: M=1 tile of 4 panels", false, run<Widened<OneRowTile<Base, 4>>>},
@@ -53,7 +55,6 @@ std::vector<FloatTuning> float_tunings_avx512() {
           {"widened: under 8 rows: K chunk 1024 steps", false, run<Widened<FewRowsStepChunk<Base, 1024>>>},
           {"few rows: no panel prefetch", false, run<StreamPrefetch<Base, 0>>},
           {"few rows: prefetch panels 1 KiB ahead", false, run<StreamPrefetch<Base, 1024>>},
-          {"few rows: prefetch panels 3 KiB ahead", false, run<StreamPrefetch<Base, 3072>>},
           {"few rows: prefetch panels 4 KiB ahead", false, run<StreamPrefetch<Base, 4096>>},
           {"few rows: prefetch panels into L2 (T1)", false, run<StreamPrefetchIntoL2<Base>>},
           {"row chunk 64", false, run<RowChunk<Base, 64>>},

@@ -94,6 +94,10 @@ template <class Base, int J>
 struct PackedTableSideBySide : Base {
   static constexpr int kPackedTableSideBySide = J;
 };
+template <class Base, int64_t Bytes>
+struct PackedTablePrefetch : Base {
+  static constexpr int64_t kPackedTablePrefetchBytes = Bytes;
+};
 // The FMA core's own few-row loop over packed FP8 (the f16 widening), where
 // packed_by_tables would otherwise take those rows.
 template <class Base>

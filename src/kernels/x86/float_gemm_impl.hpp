@@ -618,7 +618,7 @@ int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
     if (m > Tune::kPackedTableRows || !fp8_table_decode_supported()) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
     fp8_panels_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full,
-                          Tune::kPackedTableSideBySide, Tune::kStreamPrefetchBytes, job.alpha, job.bias, job.y);
+                          Tune::kPackedTableSideBySide, Tune::kPackedTablePrefetchBytes, job.alpha, job.bias, job.y);
     return full;
   }
   (void)job, (void)m, (void)p1;

@@ -56,7 +56,7 @@ namespace {
 //  - packed FP8 with at most kPackedTableRows rows (0: never) on a CPU with
 //    VBMI: the codes decoded by table lookups (fp8_panels_avx512vbmi),
 //    kPackedTableSideBySide panels at a time, each prefetched
-//    kStreamPrefetchBytes ahead.
+//    kPackedTablePrefetchBytes ahead.
 // Where the FP8 in-place kernel's row prefetches go: L1 (T0), L2 (T1), or
 // by the L1 data cache's size (row_prefetch_hint).
 enum class RowPrefetch { l1, l2, by_l1_size };
@@ -107,6 +107,7 @@ struct FloatTile<8> {
   static constexpr bool kInPlaceStageAliasedRows = false;
   static constexpr int64_t kPackedTableRows = 0;  // AVX-512 VBMI only
   static constexpr int kPackedTableSideBySide = 1;
+  static constexpr int64_t kPackedTablePrefetchBytes = 0;
 };
 template <>
 struct FloatTile<16> {
@@ -151,6 +152,12 @@ struct FloatTile<16> {
   static constexpr bool kInPlaceStageAliasedRows = true;
   static constexpr int64_t kPackedTableRows = 4;
   static constexpr int kPackedTableSideBySide = 3;
+  // 3 KiB ahead (9 KiB in flight over the three panels' streams), not the
+  // FMA core's 2 KiB: on Zen 5, E4M3 at one token 1.09-1.24x faster in the
+  // fast read phase (~85 GB/s), 0.95-0.98x in the slow one (~55); MXFP8
+  // 1.03-1.33x and 1.00-1.12x (BENCHMARKS.md, "Issue 14 on Zen 5, sixth
+  // session").
+  static constexpr int64_t kPackedTablePrefetchBytes = 3072;
 };
 
 }  // namespace
