@@ -34,15 +34,27 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds, int reps)
   return {per_call.front(), per_call[per_call.size() / 2]};
 }
 
+VariantTimes alternating_with_read(kernels::StreamingRead* buffer, double bytes, size_t variants, int rounds,
+                                   double min_seconds, const std::function<void(size_t variant)>& call) {
+  const bool read = buffer && bytes > 0;
+  VariantTimes times;
+  times.seconds = alternating_medians(variants + (read ? 1 : 0), rounds, min_seconds, [&](size_t v) {
+    if (v < variants) call(v);
+    else buffer->read_next(static_cast<size_t>(bytes));
+  });
+  if (read) {
+    times.read_seconds = times.seconds.back();
+    times.seconds.pop_back();
+  }
+  return times;
+}
+
 BesideRead time_beside_read(kernels::StreamingRead& buffer, double bytes, int rounds, double min_seconds,
                             const std::function<void()>& call) {
   call();
   call();
-  const std::vector<double> t = alternating_medians(2, rounds, min_seconds, [&](size_t v) {
-    if (v == 0) call();
-    else buffer.read_next(static_cast<size_t>(bytes));
-  });
-  return {t[0], t[1]};
+  const VariantTimes t = alternating_with_read(&buffer, bytes, 1, rounds, min_seconds, [&](size_t) { call(); });
+  return {t.seconds[0], t.read_seconds};
 }
 
 void set_threads(int threads) {

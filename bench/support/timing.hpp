@@ -32,11 +32,20 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, in
 std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
                                         const std::function<void(size_t variant)>& call);
 
-// The read beside (BENCHMARKS.md, "How every number below is taken"): one
-// call timed in alternating rounds with a read of `bytes` from `buffer`
-// (DRAM, the calibration's loop), after two warm-up calls, so that both
-// see the same phase of a shared host's memory. Median seconds of each;
-// `read_fraction` = read / call: the call's rate as a fraction of the read's.
+// The read beside (BENCHMARKS.md, "How every number below is taken"):
+// alternating_medians over call(0 .. variants - 1) and, where `buffer` is
+// given and bytes > 0, a read of `bytes` from it (DRAM, the calibration's
+// loop) as one more variant in every round, so that the read shares the
+// calls' phase of a shared host's memory.
+struct VariantTimes {
+  std::vector<double> seconds;  // median seconds per call, one per variant
+  double read_seconds = 0;      // median seconds of the read beside them (0: not timed)
+};
+VariantTimes alternating_with_read(kernels::StreamingRead* buffer, double bytes, size_t variants, int rounds,
+                                   double min_seconds, const std::function<void(size_t variant)>& call);
+// One call against the read beside it, after two warm-up calls. Median
+// seconds of each; `read_fraction` = read / call: the call's rate as a
+// fraction of the read's.
 struct BesideRead {
   double call = 0;
   double read = 0;

@@ -40,18 +40,7 @@ AlternatingRun start_alternating(const BenchArgs& o, const std::string& what) {
 
 VariantTimes AlternatingRun::time(size_t variants, double stored_bytes,
                                   const std::function<void(size_t variant)>& call) const {
-  const bool read = stored_bytes > 0 && buffer;
-  std::vector<double> medians = alternating_medians(variants + (read ? 1 : 0), rounds, min_seconds, [&](size_t v) {
-    if (v < variants) call(v);
-    else buffer->read_next(static_cast<size_t>(stored_bytes));
-  });
-  VariantTimes times;
-  if (read) {
-    times.read_seconds = medians.back();
-    medians.pop_back();
-  }
-  times.seconds = std::move(medians);
-  return times;
+  return alternating_with_read(buffer.get(), stored_bytes, variants, rounds, min_seconds, call);
 }
 
 void print_variant_table(const VariantColumns& columns, const std::vector<std::string>& names,

@@ -13,6 +13,7 @@
 
 #include "support/args.hpp"
 #include "support/calibrate.hpp"
+#include "support/timing.hpp"
 
 namespace mixq::bench {
 
@@ -23,20 +24,15 @@ void default_to_decode_shapes(BenchArgs& o);
 // The start of an alternating-rounds benchmark: prints the run header, sets
 // the threads, calibrates the read bandwidth and prints it after `what` (the
 // variants' kernel, e.g. "avx2 tunings"), then the rounds line.
-struct VariantTimes {
-  std::vector<double> seconds;  // median seconds per call, one per variant
-  double read_seconds = 0;      // median time to read the stored bytes beside them (0: not timed)
-};
 struct AlternatingRun {
   int rounds = 0;        // >= 1 call per round: >= 5 calls per point
   double min_seconds = 0;  // per variant and round
   Rate bw;
   std::shared_ptr<kernels::StreamingRead> buffer;  // the calibration's 1 GiB, read again beside the variants
-  // alternating_medians over call(0 .. variants - 1); where stored_bytes > 0
-  // every round also reads stored_bytes from `buffer` (DRAM) as one more
-  // variant: a read timed in the same rounds as the kernels, so its rate
-  // shares their phase of a shared host's memory (which moved 1.5-2x within
-  // seconds on the VMs this was written on: BENCHMARKS.md).
+  // alternating_with_read over call(0 .. variants - 1) with this run's
+  // rounds, reading stored_bytes from `buffer` beside them where
+  // stored_bytes > 0 (a shared host's read moved 1.5-2x within seconds on
+  // the VMs this was written on: BENCHMARKS.md).
   VariantTimes time(size_t variants, double stored_bytes, const std::function<void(size_t variant)>& call) const;
 };
 AlternatingRun start_alternating(const BenchArgs& o, const std::string& what);
