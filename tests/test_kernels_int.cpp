@@ -44,6 +44,13 @@ std::vector<float> random_x(int64_t m, int64_t k, uint64_t seed) {
   if (m > 2) x[static_cast<size_t>(2 * k)] = 1e6f;
   if (m > 3)
     for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(3 * k + i)] = static_cast<float>(i % 9) - 4.0f;
+  // Q8row ties that only the division finds: amax 381 makes s = 3 exactly,
+  // so x = 3·(j + 0.5) divides to j + 0.5 exactly (ties even), while a
+  // multiply by fl(1/3) would land just above it.
+  if (m > 4) {
+    for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(4 * k + i)] = 3.0f * (static_cast<float>(i % 254) - 126.5f);
+    x[static_cast<size_t>(4 * k)] = 381.0f;
+  }
   return x;
 }
 
@@ -251,16 +258,18 @@ TEST(Hadamard, FastEqualsNumericTransformBitForBit) {
       std::vector<float> scalar = x;
       mixq::hadamard_rotate_row(scalar.data(), k, g);
       EXPECT_EQ(0, std::memcmp(scalar.data(), want.data(), x.size() * 4)) << "scalar g=" << g;
-      if (mixq::testing::kernel_path("hadamard:avx2", Isa::avx2)) {
-        std::vector<float> fast = x;
-        hadamard_row_avx2(fast.data(), k, g);
-        EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx2 g=" << g << " k=" << k;
-      }
-      if (mixq::testing::kernel_path("hadamard:avx512", Isa::avx512)) {
-        std::vector<float> fast = x;
-        hadamard_row_avx512(fast.data(), k, g);
-        EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << "avx512 g=" << g << " k=" << k;
-      }
+      // In place, and from x to another row (the source left as it was).
+      auto check = [&](const char* isa, auto row_fn) {
+        std::vector<float> fast = x, out(x.size(), -1.0f);
+        row_fn(fast.data(), fast.data(), k, g);
+        EXPECT_EQ(0, std::memcmp(fast.data(), want.data(), x.size() * 4)) << isa << " g=" << g << " k=" << k;
+        row_fn(x.data(), out.data(), k, g);
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), x.size() * 4)) << isa << " out of place g=" << g;
+      };
+      const std::vector<float> before = x;
+      if (mixq::testing::kernel_path("hadamard:avx2", Isa::avx2)) check("avx2", hadamard_row_avx2);
+      if (mixq::testing::kernel_path("hadamard:avx512", Isa::avx512)) check("avx512", hadamard_row_avx512);
+      EXPECT_EQ(before, x);
     }
   }
 }
@@ -275,7 +284,7 @@ TEST(Hadamard, FastMatchesDenseMatrixWithinRounding) {
     std::vector<float> x(static_cast<size_t>(g));
     for (float& v : x) v = nd(rng);
     std::vector<float> fast = x;
-    if (best_isa() >= Isa::avx512) hadamard_row_avx512(fast.data(), g, g);
+    if (best_isa() >= Isa::avx512) hadamard_row_avx512(fast.data(), fast.data(), g, g);
     else mixq::hadamard_rotate_row(fast.data(), g, g);
     for (int64_t j = 0; j < g; ++j) {
       double want = 0;

@@ -3,6 +3,8 @@
 
 namespace mixq::kernels {
 
-void hadamard_row_avx2(float* row, int64_t k, int64_t g) { x86::hadamard_row<x86::Avx2>(row, k, g); }
+void hadamard_row_avx2(const float* src, float* dst, int64_t k, int64_t g) {
+  x86::hadamard_row<x86::Avx2>(src, dst, k, g);
+}
 
 }  // namespace mixq::kernels

@@ -3,6 +3,8 @@
 
 namespace mixq::kernels {
 
-void hadamard_row_avx512(float* row, int64_t k, int64_t g) { x86::hadamard_row<x86::Avx512>(row, k, g); }
+void hadamard_row_avx512(const float* src, float* dst, int64_t k, int64_t g) {
+  x86::hadamard_row<x86::Avx512>(src, dst, k, g);
+}
 
 }  // namespace mixq::kernels

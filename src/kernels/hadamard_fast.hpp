@@ -6,8 +6,9 @@
 
 namespace mixq::kernels {
 
-// In place, one row of k values (k % g == 0, g a power of 4), serially.
-void hadamard_row_avx512(float* v, int64_t k, int64_t g);
-void hadamard_row_avx2(float* v, int64_t k, int64_t g);
+// One row of k values (k % g == 0, g a power of 4) from src to dst (which
+// may be src), serially.
+void hadamard_row_avx512(const float* src, float* dst, int64_t k, int64_t g);
+void hadamard_row_avx2(const float* src, float* dst, int64_t k, int64_t g);
 
 }  // namespace mixq::kernels

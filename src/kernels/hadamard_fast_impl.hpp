@@ -8,10 +8,15 @@
 //  - stride 1: quadruples are 4 adjacent lanes, one 128-bit quarter (in-lane
 //    permutes);
 //  - stride 4: quadruples are the four quarters of each 16-float block (one
-//    zmm, or two ymm), combined with quarter broadcasts;
+//    zmm, or two ymm);
 //  - strides >= 16: four whole vectors at distance s.
-// Stages 1 and 4 touch each 16-float block alone, so both run per block in
-// registers before the wide stages.
+// The sum (a0+a1)+(a2+a3) of a lane's quadruple is formed by two swaps and
+// two adds: lane 0 adds a1 to a0, lane 1 a0 to a1, the same sum (IEEE
+// addition commutes), and likewise for the pairs: 2 lane moves where
+// broadcasting each member took 4.
+// A group of up to kGroupInRegisters floats runs every stage in registers,
+// read from the source once and stored once; wider groups then run their
+// remaining stages as passes over the row.
 #include <cstdint>
 
 #include "kernels/hadamard_fast.hpp"
@@ -22,45 +27,104 @@ namespace mixq::kernels::x86 {
 namespace {
 
 template <class V>
+inline typename V::F quad_out(typename V::F sum, typename V::F rev) {
+  return V::sub(V::mul(V::set1(0.5f), sum), rev);
+}
+
+template <class V>
 inline typename V::F quad_step(typename V::F a0, typename V::F a1, typename V::F a2, typename V::F a3,
                                typename V::F rev) {
-  const typename V::F half = V::mul(V::set1(0.5f), V::add(V::add(a0, a1), V::add(a2, a3)));
-  return V::sub(half, rev);
+  return quad_out<V>(V::add(V::add(a0, a1), V::add(a2, a3)), rev);
 }
 
 // Stride 1: the quadruple of each lane is its own 128-bit quarter.
 template <class V>
 inline typename V::F stage1(typename V::F v) {
-  return quad_step<V>(V::template permute<0x00>(v), V::template permute<0x55>(v), V::template permute<0xAA>(v),
-                      V::template permute<0xFF>(v), V::template permute<0x1B>(v));
+  const typename V::F pairs = V::add(v, V::template permute<0xB1>(v));  // a0+a1 | a1+a0 | a2+a3 | a3+a2
+  return quad_out<V>(V::add(pairs, V::template permute<0x4E>(pairs)), V::template permute<0x1B>(v));
 }
 
-// Stages 1 and 4 of the 16 floats at p (one zmm, or two ymm v0 / v1).
+// Stride 4 over the 16 floats in v[0 .. 16 / kLanes): the quarters of the block.
 template <class V>
-inline void block16(float* p) {
-  constexpr int kVecs = 16 / V::kLanes;
-  const typename V::F v0 = stage1<V>(V::load(p));
-  const typename V::F v1 = kVecs == 2 ? stage1<V>(V::load(p + V::kLanes)) : v0;
-  for (int h = 0; h < kVecs; ++h)
-    V::store(p + h * V::kLanes, quad_step<V>(V::template quarter<0>(v0, v1), V::template quarter<1>(v0, v1),
-                                             V::template quarter<2>(v0, v1), V::template quarter<3>(v0, v1),
-                                             V::quarters_reversed(v0, v1, h)));
+inline void stage4(typename V::F* v) {
+  using F = typename V::F;
+  if constexpr (V::kLanes == 16) {
+    const F pairs = V::add(v[0], V::template swap_quarters<0xB1>(v[0]));
+    v[0] = quad_out<V>(V::add(pairs, V::template swap_quarters<0x4E>(pairs)), V::template swap_quarters<0x1B>(v[0]));
+  } else {  // v[0] holds quarters 0, 1 and v[1] quarters 2, 3
+    const F p0 = V::add(v[0], V::swap_halves(v[0])), p1 = V::add(v[1], V::swap_halves(v[1]));
+    const F out0 = quad_out<V>(V::add(p0, p1), V::swap_halves(v[1]));
+    v[1] = quad_out<V>(V::add(p1, p0), V::swap_halves(v[0]));
+    v[0] = out0;
+  }
 }
 
+// The widest group whose every stage runs in registers: 16 vectors of floats
+// at most (AVX-512: 256; AVX2: 64, as 256 would take 32 of its 16 ymm).
 template <class V>
-__attribute__((always_inline)) inline void hadamard_row(float* row, int64_t k, int64_t g) {
+constexpr int64_t kGroupInRegisters = V::kLanes == 16 ? 256 : 64;
+
+// The stage at stride S vectors over the NV vectors of a group in registers,
+// then the stages after it.
+template <class V, int NV, int S>
+__attribute__((always_inline)) inline void wide_stages(typename V::F* r) {
+  if constexpr (S < NV) {
+    MIXQ_UNROLL
+    for (int block = 0; block < NV; block += 4 * S)
+      MIXQ_UNROLL
+      for (int i = block; i < block + S; ++i) {
+        const typename V::F sum = V::add(V::add(r[i], r[i + S]), V::add(r[i + 2 * S], r[i + 3 * S]));
+        const typename V::F a0 = r[i], a1 = r[i + S];
+        r[i] = quad_out<V>(sum, r[i + 3 * S]);
+        r[i + S] = quad_out<V>(sum, r[i + 2 * S]);
+        r[i + 2 * S] = quad_out<V>(sum, a1);
+        r[i + 3 * S] = quad_out<V>(sum, a0);
+      }
+    wide_stages<V, NV, 4 * S>(r);
+  }
+}
+
+// Every stage of the G floats at src (G = 16, 64 or 256), in registers,
+// stored to dst (which may be src).
+template <class V, int G>
+__attribute__((always_inline)) inline void group_in_registers(const float* src, float* dst) {
+  constexpr int L = V::kLanes, NV = G / L, B = 16 / L;  // vectors per group, per 16-float block
+  typename V::F r[NV];
+  MIXQ_UNROLL
+  for (int v = 0; v < NV; v += B) {
+    MIXQ_UNROLL
+    for (int h = 0; h < B; ++h) r[v + h] = stage1<V>(V::load(src + (v + h) * L));
+    stage4<V>(r + v);
+  }
+  wide_stages<V, NV, B>(r);  // strides of 16, 64 floats
+  MIXQ_UNROLL
+  for (int v = 0; v < NV; ++v) V::store(dst + v * L, r[v]);
+}
+
+// The row of k floats at src, rotated in groups of g, to dst (which may be
+// src).
+template <class V>
+__attribute__((always_inline)) inline void hadamard_row(const float* src, float* dst, int64_t k, int64_t g) {
   constexpr int64_t L = V::kLanes;
   if (g == 4) {
     int64_t i = 0;
-    for (; i + L <= k; i += L) V::store(row + i, stage1<V>(V::load(row + i)));
-    if (i < k) hadamard_rotate_row(row + i, k - i, g);
+    for (; i + L <= k; i += L) V::store(dst + i, stage1<V>(V::load(src + i)));
+    if (i < k) {
+      for (int64_t j = i; j < k; ++j) dst[j] = src[j];
+      hadamard_rotate_row(dst + i, k - i, g);
+    }
     return;
   }
   // g >= 16 (a power of 4), so k is a multiple of 16.
-  for (int64_t i = 0; i < k; i += 16) block16<V>(row + i);
+  const int64_t in_registers = std::min(g, kGroupInRegisters<V>);
+  for (int64_t off = 0; off < k; off += in_registers) {
+    if (in_registers == 16) group_in_registers<V, 16>(src + off, dst + off);
+    else if (in_registers == 64) group_in_registers<V, 64>(src + off, dst + off);
+    else if constexpr (kGroupInRegisters<V> >= 256) group_in_registers<V, 256>(src + off, dst + off);
+  }
   for (int64_t off = 0; off < k; off += g) {
-    float* v = row + off;
-    for (int64_t s = 16; s < g; s *= 4) {
+    float* v = dst + off;
+    for (int64_t s = in_registers; s < g; s *= 4) {
       for (int64_t block = 0; block < g; block += 4 * s) {
         for (int64_t i = block; i < block + s; i += L) {
           const typename V::F a0 = V::load(v + i), a1 = V::load(v + i + s);

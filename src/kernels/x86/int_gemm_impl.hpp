@@ -347,8 +347,7 @@ class SimdIntKernel final : public IntKernel {
     for (int64_t r = 0; r < rows; ++r) {
       const float* src = x + r * k;
       if (group_ > 0) {
-        std::memcpy(blk.tmp.data(), src, static_cast<size_t>(k) * sizeof(float));
-        hadamard_row<V>(blk.tmp.data(), k, group_);
+        hadamard_row<V>(src, blk.tmp.data(), k, group_);
         src = blk.tmp.data();
       }
       int8_t* q = blk.q.data() + blk.at +

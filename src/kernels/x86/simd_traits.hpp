@@ -205,18 +205,7 @@ struct Avx2 {
   // ---- lane moves ----
   template <int Imm>
   static F permute(F v) { return _mm256_permute_ps(v, Imm); }  // within each 128-bit quarter
-  // Of 16 floats in v0, v1 (4 quarters of 4): a vector with quarter Q in every
-  // quarter, and for output vector h the quarters in reverse (quarter d of the
-  // 16 floats gets quarter 3 - d).
-  template <int Q>
-  static F quarter(F v0, F v1) {
-    const F v = Q < 2 ? v0 : v1;
-    return _mm256_permute2f128_ps(v, v, (Q % 2) * 0x11);
-  }
-  static F quarters_reversed(F v0, F v1, int h) {
-    const F v = h == 0 ? v1 : v0;
-    return _mm256_permute2f128_ps(v, v, 0x01);
-  }
+  static F swap_halves(F v) { return _mm256_permute2f128_ps(v, v, 0x01); }  // the two 128-bit quarters
 };
 
 // AVX2 with AVX-VNNI: the int8 dot products are one `vpdpbusd ymm`. Only in
@@ -351,9 +340,8 @@ struct Avx512 {
   // ---- lane moves ----
   template <int Imm>
   static F permute(F v) { return _mm512_permute_ps(v, Imm); }
-  template <int Q>  // 16 floats are one vector: v1 is unused
-  static F quarter(F v0, F) { return _mm512_shuffle_f32x4(v0, v0, Q * 0x55); }
-  static F quarters_reversed(F v0, F, int) { return _mm512_shuffle_f32x4(v0, v0, 0x1B); }
+  template <int Imm>  // the four 128-bit quarters, as permute moves lanes within each
+  static F swap_quarters(F v) { return _mm512_shuffle_f32x4(v, v, Imm); }
 };
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
