@@ -58,8 +58,10 @@ StoredNvfp4 make_nvfp4(int64_t n, int64_t k, uint64_t seed) {
 
 TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
   // 600: 37 blocks and a partial one; a NaN, whole zero blocks and a tiny
-  // block (a subnormal E4M3 scale) among them.
-  for (int64_t k : {16, 80, 72, 3, 600}) {
+  // block (a subnormal E4M3 scale) among them. 248: 16 blocks, the last one
+  // partial, in one group of the kernels' kLanes blocks at a time, one of
+  // them past the E4M3 maximum under the input scale (s = 448).
+  for (int64_t k : {16, 80, 72, 3, 600, 248}) {
     const int64_t blocks = (k + 15) / 16;
     for (int64_t m : {1, 7, 33}) {
       std::vector<float> x = random_floats(static_cast<size_t>(m * k), 7 + m + k, 2.0f);
@@ -69,6 +71,7 @@ TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
         for (int64_t i = 32; i < 48; ++i) x[static_cast<size_t>(i)] = 0.0f;
         for (int64_t i = 48; i < 64; ++i) x[static_cast<size_t>(i)] *= 1e-4f;
       }
+      if (k == 248) x[20] = 40.0f;  // (40 / 6) / 0.004 > 448
       for (auto scale : {std::optional<float>{}, std::optional<float>{0.004f}}) {
         const quant::Nvfp4Blocks ref = quant::quantize_nvfp4(x.data(), m, k, scale);
         x86::Nvfp4Activation act;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "util/parallel.hpp"
+#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/nvfp4_in_place_impl.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "kernels/x86/nvfp4_w4a4_parts.hpp"
@@ -121,12 +122,71 @@ float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
   util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
     typename V::F acc = V::zero();
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t k0 = 0; k0 < k; k0 += V::kLanes) acc = max_abs<V>(load_scaled<V>(x + r * k, pqs, k0, k), acc);
+      for (int64_t k0 = 0; k0 < k; k0 += V::kLanes) {
+        const float* at = x + r * k + k0;
+        if (k0 % 16 == 0) _mm_prefetch(reinterpret_cast<const char*>(at) + kActivationPrefetchBytes, _MM_HINT_T0);
+        acc = max_abs<V>(load_scaled<V>(x + r * k, pqs, k0, k), acc);
+      }
     part[static_cast<size_t>(thread)] = V::reduce_max(acc);
   });
   float a = 0.0f;
   for (float p : part) a = std::max(a, p);
   return a;
+}
+
+// e4m3_round per lane (t in [0, 448], or NaN as the scalar takes it).
+template <class V>
+inline typename V::F e4m3_round_each(typename V::F t) {
+  using I = typename V::I;
+  const typename V::F subnormal = V::mul(V::round(V::mul(t, V::set1(512.0f))), V::set1(1.0f / 512.0f));
+  I u = V::as_int(t);
+  u = V::addi(u, V::addi(V::set1i(0x7FFFF), V::andi(V::template srli<20>(u), V::set1i(1))));
+  const typename V::F normal = V::as_float(V::andi(u, V::set1i(static_cast<int32_t>(0xFFF00000u))));
+  return V::select(V::lt(t, V::set1(0x1p-6f)), subnormal, normal);
+}
+
+// Codes of one block of 16 (row[16b ..]) given block = g·s: doubled E2M1 of
+// x / block, or zeros where block is 0; returns their sum as a vector.
+template <class V>
+inline typename V::I quantize_block(const float* row, const float* pqs, int64_t k, int64_t b, float block,
+                                    int8_t* q) {
+  constexpr int L = V::kLanes, H = 16 / L;
+  typename V::I d[H];
+  for (int h = 0; h < H; ++h) d[h] = V::zeroi();
+  if (block != 0.0f) {
+    const typename V::F vb = V::set1(block);
+    for (int h = 0; h < H; ++h) d[h] = doubled_e2m1<V>(V::div(load_scaled<V>(row, pqs, b * 16 + h * L, k), vb));
+  }
+  V::store_i8x16(q, d);
+  typename V::I sum = d[0];
+  for (int h = 1; h < H; ++h) sum = V::addi(sum, d[h]);
+  return sum;
+}
+
+// kLanes blocks from b0 at once: their maxima as one vector (V::max_each),
+// so the scales' arithmetic runs per lane, the same fp32 operations as one
+// block's: a = max |x| (NaN ignored), t = (a / 6) / g, s = E4M3(min(t, 448)),
+// block = g·s; the compensations -12·Σ codes likewise (V::sum_each). One
+// block at a time, each block's horizontal maximum, scalar scale and
+// horizontal sum were a chain of dependent steps (BENCHMARKS.md).
+template <class V>
+inline void quantize_block_group(const float* row, const float* pqs, int64_t k, float g, int64_t b0, int8_t* q,
+                                 float* scale, int32_t* comp) {
+  constexpr int L = V::kLanes, H = 16 / L;
+  typename V::F amax[L];
+  for (int j = 0; j < L; ++j) {
+    amax[j] = V::zero();
+    _mm_prefetch(reinterpret_cast<const char*>(row + (b0 + j) * 16) + kActivationPrefetchBytes, _MM_HINT_T0);
+    for (int h = 0; h < H; ++h) amax[j] = max_abs<V>(load_scaled<V>(row, pqs, (b0 + j) * 16 + h * L, k), amax[j]);
+  }
+  const typename V::F t = V::div(V::div(V::max_each(amax), V::set1(6.0f)), V::set1(g));
+  const typename V::F s = e4m3_round_each<V>(V::min(V::set1(448.0f), t));  // std::min(t, 448): t where NaN
+  V::store(scale, s);
+  alignas(64) float block[L];
+  V::store(block, V::mul(V::set1(g), s));
+  typename V::I sums[L];
+  for (int j = 0; j < L; ++j) sums[j] = quantize_block<V>(row, pqs, k, b0 + j, block[j], q + 16 * j);
+  V::storei(comp, V::mullo(V::sum_each(sums), V::set1i(-12)));
 }
 
 template <class V>
@@ -139,32 +199,19 @@ __attribute__((always_inline)) inline void nvfp4_quantize(const float* x, int64_
   util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r) {
       const float* row = x + r * k;
-      for (int64_t b = 0; b < blocks; ++b) {
-        typename V::F v[H];
+      const size_t at0 = static_cast<size_t>(r * blocks);
+      int8_t* q = out.q.data() + at0 * 16;
+      int64_t b = 0;
+      for (; b + L <= blocks; b += L)
+        quantize_block_group<V>(row, pqs, k, g, b, q + b * 16, out.scale.data() + at0 + b, out.comp.data() + at0 + b);
+      for (; b < blocks; ++b) {
         typename V::F amax = V::zero();
-        for (int h = 0; h < H; ++h) {
-          v[h] = load_scaled<V>(row, pqs, b * 16 + h * L, k);
-          amax = max_abs<V>(v[h], amax);
-        }
-        const float a = V::reduce_max(amax);
-        const float t = (a / 6.0f) / g;
+        for (int h = 0; h < H; ++h) amax = max_abs<V>(load_scaled<V>(row, pqs, b * 16 + h * L, k), amax);
+        const float t = (V::reduce_max(amax) / 6.0f) / g;
         const float s = e4m3_round(std::min(t, 448.0f));
-        const float block = g * s;
-        const size_t at = static_cast<size_t>(r * blocks + b);
-        out.scale[at] = s;
-        int8_t* q = out.q.data() + at * 16;
-        if (block == 0.0f) {
-          std::memset(q, 0, 16);
-          out.comp[at] = 0;
-          continue;
-        }
-        const typename V::F vb = V::set1(block);
-        typename V::I d[H];
-        for (int h = 0; h < H; ++h) d[h] = doubled_e2m1<V>(V::div(v[h], vb));
-        V::store_i8x16(q, d);
-        typename V::I sum = d[0];
-        for (int h = 1; h < H; ++h) sum = V::addi(sum, d[h]);
-        out.comp[at] = -12 * V::reduce_add(sum);
+        const typename V::I sum = quantize_block<V>(row, pqs, k, b, g * s, q + b * 16);
+        out.scale[at0 + static_cast<size_t>(b)] = s;
+        out.comp[at0 + static_cast<size_t>(b)] = -12 * V::reduce_add(sum);
       }
     }
   });

@@ -121,6 +121,7 @@ struct Avx2 {
   static I as_int(F v) { return _mm256_castps_si256(v); }
   static I loadi_a(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
   static void storei_a(void* p, I v) { _mm256_store_si256(static_cast<__m256i*>(p), v); }
+  static void storei(void* p, I v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
   // kLanes bytes at p, zero-extended into the int32 lanes.
   static I load_u8(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -161,6 +162,30 @@ struct Avx2 {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
     return _mm_cvtsi128_si32(s);
+  }
+  // Lane j: `op` over the 8 lanes of v[j] (an associative, commutative op on
+  // the values given: max of NaN-free floats, int32 sums), in three levels of
+  // pairwise lane moves; then lane 4(j % 2) + j / 2 holds v[j], moved back.
+  template <class Op>
+  static __m256 reduce_each(const __m256* v, Op op) {
+    __m256 w[4], x[2];
+    for (int i = 0; i < 4; ++i)  // 128-bit lane h: v[2i + h]
+      w[i] = op(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    for (int i = 0; i < 2; ++i) {  // lane h: v[4i + h] twice, v[4i + 2 + h] twice
+      const __m256d a = _mm256_castps_pd(w[2 * i]), b = _mm256_castps_pd(w[2 * i + 1]);
+      x[i] = op(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)), _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+    }
+    const __m256 z = op(_mm256_shuffle_ps(x[0], x[1], 0x88), _mm256_shuffle_ps(x[0], x[1], 0xDD));
+    return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+  static F max_each(const F* v) { return reduce_each(v, [](F a, F b) { return _mm256_max_ps(a, b); }); }
+  static I sum_each(const I* v) {
+    F f[8];
+    for (int i = 0; i < 8; ++i) f[i] = _mm256_castsi256_ps(v[i]);
+    return _mm256_castps_si256(reduce_each(f, [](F a, F b) {
+      return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
+    }));
   }
   // The 4 bytes at p in every int32 lane.
   static I bcast4(const void* p) {
@@ -299,6 +324,7 @@ struct Avx512 {
   static I as_int(F v) { return _mm512_castps_si512(v); }
   static I loadi_a(const void* p) { return _mm512_load_si512(p); }
   static void storei_a(void* p, I v) { _mm512_store_si512(p, v); }
+  static void storei(void* p, I v) { _mm512_storeu_si512(p, v); }
   static I load_u8(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
@@ -320,6 +346,31 @@ struct Avx512 {
   }
   static I lookup16(I table, I idx) { return _mm512_permutexvar_epi8(idx, table); }  // VBMI: *.avx512vbmi.cpp
   static int32_t reduce_add(I v) { return _mm512_reduce_add_epi32(v); }
+  // Lane j: `op` over the 16 lanes of v[j] (an associative, commutative op
+  // on the values given: max of NaN-free floats, int32 sums), in four levels
+  // of pairwise lane moves; then lane 4(j % 4) + j / 4 holds v[j], moved back.
+  template <class Op>
+  static __m512 reduce_each(const __m512* v, Op op) {
+    __m512 w[8], x[4], y[2];
+    for (int i = 0; i < 8; ++i)  // lanes 0-7: v[2i], 8-15: v[2i + 1]
+      w[i] = op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; ++i)  // quarter q: v[4i + q]
+      x[i] = op(_mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0x88), _mm512_shuffle_f32x4(w[2 * i], w[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; ++i) {  // quarter q: v[8i + q] twice, v[8i + 4 + q] twice
+      const __m512d a = _mm512_castps_pd(x[2 * i]), b = _mm512_castps_pd(x[2 * i + 1]);
+      y[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    const __m512 z = op(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+  }
+  static F max_each(const F* v) { return reduce_each(v, [](F a, F b) { return _mm512_max_ps(a, b); }); }
+  static I sum_each(const I* v) {
+    F f[16];
+    for (int i = 0; i < 16; ++i) f[i] = _mm512_castsi512_ps(v[i]);
+    return _mm512_castps_si512(reduce_each(f, [](F a, F b) {
+      return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+    }));
+  }
   static I bcast4(const void* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
