@@ -14,14 +14,6 @@ namespace mixq::kernels {
 
 inline constexpr size_t kStreamPrefetchBytes = 2048;
 
-// How far ahead the activation quantizers prefetch the rows they read from
-// memory (at many tokens the f32 activations outgrow the caches: 48 MiB at
-// M = 4096, K = 3072). The hardware prefetchers alone left one such stream
-// per thread at 10-16 GB/s on Zen 5; prefetched 1, 2 or 4 KiB ahead the
-// NVFP4 quantizer ran 3x faster from DRAM, as fast as from cache
-// (BENCHMARKS.md, "Issue 14 on Zen 5, seventh session").
-inline constexpr size_t kActivationPrefetchBytes = 1024;
-
 // The type of _mm_prefetch's hint (g++: enum _mm_hint; clang: int, its
 // _MM_HINT_* being macros), for the tunings' kStreamPrefetchHint.
 using PrefetchHint = decltype(_MM_HINT_T0);

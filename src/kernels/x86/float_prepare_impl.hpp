@@ -72,7 +72,7 @@ inline void prepare_values(const float* row, int64_t k, int64_t k0, ActPrep prep
                            typename V::F* v) {
   constexpr int L = V::kLanes, Q = kPrepChunk / L;
   MIXQ_UNROLL
-  for (int q = 0; q < Q; ++q) v[q] = V::loadz(V::mask(k - k0 - q * L), row + k0 + q * L);
+  for (int q = 0; q < Q; ++q) v[q] = V::load_first(row + k0 + q * L, k - k0 - q * L);
   if (prep == ActPrep::e4m3 || prep == ActPrep::e5m2) {
     MIXQ_UNROLL
     for (int q = 0; q < Q; ++q) v[q] = fp8_value<V>(V::mul(v[q], V::set1(inv)), prep);

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "util/parallel.hpp"
-#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/nvfp4_in_place_impl.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "kernels/x86/nvfp4_w4a4_parts.hpp"
@@ -93,9 +92,8 @@ inline typename V::F max_abs(typename V::F v, typename V::F acc) {
 // x[k0, k0+kLanes) (times pre_quant_scale) with zeros past k.
 template <class V>
 inline typename V::F load_scaled(const float* row, const float* pqs, int64_t k0, int64_t k) {
-  const typename V::M mask = V::mask(k - k0);
-  typename V::F v = V::loadz(mask, row + k0);
-  if (pqs) v = V::mul(v, V::loadz(mask, pqs + k0));
+  typename V::F v = V::load_first(row + k0, k - k0);
+  if (pqs) v = V::mul(v, V::load_first(pqs + k0, k - k0));
   return v;
 }
 
@@ -122,11 +120,7 @@ float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
   util::parallel_for(m, 1, [&](int64_t begin, int64_t end, int thread) {
     typename V::F acc = V::zero();
     for (int64_t r = begin; r < end; ++r)
-      for (int64_t k0 = 0; k0 < k; k0 += V::kLanes) {
-        const float* at = x + r * k + k0;
-        if (k0 % 16 == 0) _mm_prefetch(reinterpret_cast<const char*>(at) + kActivationPrefetchBytes, _MM_HINT_T0);
-        acc = max_abs<V>(load_scaled<V>(x + r * k, pqs, k0, k), acc);
-      }
+      for (int64_t k0 = 0; k0 < k; k0 += V::kLanes) acc = max_abs<V>(load_scaled<V>(x + r * k, pqs, k0, k), acc);
     part[static_cast<size_t>(thread)] = V::reduce_max(acc);
   });
   float a = 0.0f;
@@ -176,7 +170,6 @@ inline void quantize_block_group(const float* row, const float* pqs, int64_t k, 
   typename V::F amax[L];
   for (int j = 0; j < L; ++j) {
     amax[j] = V::zero();
-    _mm_prefetch(reinterpret_cast<const char*>(row + (b0 + j) * 16) + kActivationPrefetchBytes, _MM_HINT_T0);
     for (int h = 0; h < H; ++h) amax[j] = max_abs<V>(load_scaled<V>(row, pqs, (b0 + j) * 16 + h * L, k), amax[j]);
   }
   const typename V::F t = V::div(V::div(V::max_each(amax), V::set1(6.0f)), V::set1(g));

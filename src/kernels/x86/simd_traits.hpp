@@ -59,6 +59,12 @@ struct Avx2 {
   }
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static F loadz(M m, const float* p) { return _mm256_maskload_ps(p, m); }
+  // The first `count` lanes at p, zeros after (none for <= 0): a plain load
+  // when all are valid. A row read by masked loads alone ran at 10-16 GB/s a
+  // thread from DRAM on Zen 5, as if the hardware prefetchers did not follow
+  // it; plain loads of the same row 2-3x faster (BENCHMARKS.md, "Issue 14 on
+  // Zen 5, seventh session").
+  static F load_first(const float* p, int64_t count) { return count >= 8 ? load(p) : loadz(mask(count), p); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store(float* p, M m, F v) { _mm256_maskstore_ps(p, m, v); }
   // kLanes 16-bit floats at p widened to f32, both exact: F16C vcvtph2ps for
@@ -268,6 +274,7 @@ struct Avx512 {
   }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
   static F loadz(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static F load_first(const float* p, int64_t count) { return count >= 16 ? load(p) : loadz(mask(count), p); }
   static void store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store(float* p, M m, F v) { _mm512_mask_storeu_ps(p, m, v); }
   static F load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
