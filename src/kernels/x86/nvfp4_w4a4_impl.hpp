@@ -128,6 +128,20 @@ float global_amax(const float* x, int64_t m, int64_t k, const float* pqs) {
   return a;
 }
 
+// Lane j: the maximum of v[j]'s lanes (NaN-free) / the sum of v[j]'s int32
+// lanes, for j < kLanes (V::reduce_each).
+template <class V>
+inline typename V::F max_each(const typename V::F* v) {
+  return V::reduce_each(v, [](typename V::F a, typename V::F b) { return V::max(a, b); });
+}
+template <class V>
+inline typename V::I sum_each(const typename V::I* v) {
+  using F = typename V::F;
+  F f[V::kLanes];
+  for (int i = 0; i < V::kLanes; ++i) f[i] = V::as_float(v[i]);
+  return V::as_int(V::reduce_each(f, [](F a, F b) { return V::as_float(V::addi(V::as_int(a), V::as_int(b))); }));
+}
+
 // e4m3_round per lane (t in [0, 448], or NaN as the scalar takes it).
 template <class V>
 inline typename V::F e4m3_round_each(typename V::F t) {
@@ -157,10 +171,10 @@ inline typename V::I quantize_block(const float* row, const float* pqs, int64_t 
   return sum;
 }
 
-// kLanes blocks from b0 at once: their maxima as one vector (V::max_each),
+// kLanes blocks from b0 at once: their maxima as one vector (max_each),
 // so the scales' arithmetic runs per lane, the same fp32 operations as one
 // block's: a = max |x| (NaN ignored), t = (a / 6) / g, s = E4M3(min(t, 448)),
-// block = g·s; the compensations -12·Σ codes likewise (V::sum_each). One
+// block = g·s; the compensations -12·Σ codes likewise (sum_each). One
 // block at a time, each block's horizontal maximum, scalar scale and
 // horizontal sum were a chain of dependent steps (BENCHMARKS.md).
 template <class V>
@@ -172,14 +186,14 @@ inline void quantize_block_group(const float* row, const float* pqs, int64_t k, 
     amax[j] = V::zero();
     for (int h = 0; h < H; ++h) amax[j] = max_abs<V>(load_scaled<V>(row, pqs, (b0 + j) * 16 + h * L, k), amax[j]);
   }
-  const typename V::F t = V::div(V::div(V::max_each(amax), V::set1(6.0f)), V::set1(g));
+  const typename V::F t = V::div(V::div(max_each<V>(amax), V::set1(6.0f)), V::set1(g));
   const typename V::F s = e4m3_round_each<V>(V::min(V::set1(448.0f), t));  // std::min(t, 448): t where NaN
   V::store(scale, s);
   alignas(64) float block[L];
   V::store(block, V::mul(V::set1(g), s));
   typename V::I sums[L];
   for (int j = 0; j < L; ++j) sums[j] = quantize_block<V>(row, pqs, k, b0 + j, block[j], q + 16 * j);
-  V::storei(comp, V::mullo(V::sum_each(sums), V::set1i(-12)));
+  V::storei(comp, V::mullo(sum_each<V>(sums), V::set1i(-12)));
 }
 
 template <class V>

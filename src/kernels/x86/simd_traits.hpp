@@ -185,14 +185,6 @@ struct Avx2 {
     const __m256 z = op(_mm256_shuffle_ps(x[0], x[1], 0x88), _mm256_shuffle_ps(x[0], x[1], 0xDD));
     return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
-  static F max_each(const F* v) { return reduce_each(v, [](F a, F b) { return _mm256_max_ps(a, b); }); }
-  static I sum_each(const I* v) {
-    F f[8];
-    for (int i = 0; i < 8; ++i) f[i] = _mm256_castsi256_ps(v[i]);
-    return _mm256_castps_si256(reduce_each(f, [](F a, F b) {
-      return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
-    }));
-  }
   // The 4 bytes at p in every int32 lane.
   static I bcast4(const void* p) {
     int32_t v;
@@ -369,14 +361,6 @@ struct Avx512 {
     }
     const __m512 z = op(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
-  }
-  static F max_each(const F* v) { return reduce_each(v, [](F a, F b) { return _mm512_max_ps(a, b); }); }
-  static I sum_each(const I* v) {
-    F f[16];
-    for (int i = 0; i < 16; ++i) f[i] = _mm512_castsi512_ps(v[i]);
-    return _mm512_castps_si512(reduce_each(f, [](F a, F b) {
-      return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
-    }));
   }
   static I bcast4(const void* p) {
     uint32_t v;
