@@ -176,7 +176,8 @@ inline typename V::I quantize_block(const float* row, const float* pqs, int64_t 
 // block's: a = max |x| (NaN ignored), t = (a / 6) / g, s = E4M3(min(t, 448)),
 // block = g·s; the compensations -12·Σ codes likewise (sum_each). One
 // block at a time, each block's horizontal maximum, scalar scale and
-// horizontal sum were a chain of dependent steps (BENCHMARKS.md).
+// horizontal sum were a chain of dependent steps (BENCHMARKS.md, "Issue 14
+// on Zen 5, seventh session").
 template <class V>
 inline void quantize_block_group(const float* row, const float* pqs, int64_t k, float g, int64_t b0, int8_t* q,
                                  float* scale, int32_t* comp) {
