@@ -95,6 +95,38 @@ TEST_P(Nvfp4Kernels, ActivationQuantizerMatchesReference) {
   }
 }
 
+TEST_P(Nvfp4Kernels, ActivationQuantizerRoundsTiesToEven) {
+  // With input scale 1 a block of maximum 6·2^e gets S = 2^e exactly, so
+  // x = 2^e·v divides to v exactly: the E2M1 ties (0.25 .. 5) and the grid's
+  // range edges, each block at its own power of two (16 blocks: one group of
+  // the AVX-512 quantizer, two of AVX2's), row 1 negated. Doubled codes by
+  // the E2M1 rule (ties to the even code: 0.75 -> 1.0, 1.25 -> 1.0, 1.75 ->
+  // 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4).
+  const float v[16] = {6.0f, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f,
+                       0.0f, 0.5f, 1.9999f, 2.0f, 3.9999f, 4.0f, 5.0001f, 0.2499f};
+  const int want[16] = {12, 0, 2, 2, 4, 4, 8, 8, 0, 1, 4, 4, 8, 8, 12, 0};
+  const int64_t k = 256, blocks = 16;
+  std::vector<float> x(2 * k);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int i = 0; i < 16; ++i) {
+      const float at = std::ldexp(v[i], static_cast<int>(b % 5) - 2);
+      x[static_cast<size_t>(b * 16 + i)] = at;
+      x[static_cast<size_t>(k + b * 16 + i)] = -at;
+    }
+  x86::Nvfp4Activation act;
+  quantize(x.data(), 2, k, blocks, nullptr, 1.0f, act);
+  const quant::Nvfp4Blocks ref = quant::quantize_nvfp4(x.data(), 2, k, 1.0f);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(act.scale[r * blocks + b], std::ldexp(1.0f, static_cast<int>(b % 5) - 2)) << "block " << b;
+      for (int i = 0; i < 16; ++i) {
+        const int64_t c = b * 16 + i;
+        ASSERT_EQ(act.q[(r * blocks + b) * 16 + i], r == 0 ? want[i] : -want[i]) << "row " << r << " value " << v[i];
+        ASSERT_EQ(static_cast<int>(2.0f * e2m1_to_f32(ref.codes[r * ref.cols + c])), r == 0 ? want[i] : -want[i]);
+      }
+    }
+}
+
 // Zero tolerance: integer block dots and the reference's fp32 epilogue order.
 TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
   struct Shape { int64_t n, k; };

@@ -98,20 +98,20 @@ inline typename V::F load_scaled(const float* row, const float* pqs, int64_t k0,
 }
 
 // Doubled E2M1 code (RNE on the E2M1 grid, saturating at ±6, NaN -> 0) of
-// v = x / T as int32 in [-12, 12]. Steps: 0.5 below 2, 1 below 4, 2 above;
-// rounding a·(1/step) to an integer (ties even) is the E2M1 tie rule.
+// v = x / T as int32 in [-12, 12]. The doubled grid steps by 1 below 4, by 2
+// below 8 and by 4 above: d = 2|v| (clamped to 12) rounds to its step as
+// (d + M) - M, M = 2^23, 2^24 or 2^25 (whose float step is 1, 2 or 4; ties go
+// to the even multiple of the step, the E2M1 tie rule), M's exponent taken
+// from d's (at least that of 2). Integer and float adds in place of the
+// range compares and selects.
 template <class V>
 inline typename V::I doubled_e2m1(typename V::F v) {
-  typename V::F a = V::max(V::abs(v), V::zero());  // NaN -> 0
-  a = V::min(a, V::set1(6.0f));
-  const typename V::MF below2 = V::lt(a, V::set1(2.0f));
-  const typename V::MF below4 = V::lt(a, V::set1(4.0f));
-  typename V::F up = V::select(below4, V::set1(1.0f), V::set1(0.5f));
-  typename V::F back = V::select(below4, V::set1(2.0f), V::set1(4.0f));
-  up = V::select(below2, V::set1(2.0f), up);
-  back = V::select(below2, V::set1(1.0f), back);
-  const typename V::F r = V::round(V::mul(a, up));
-  return V::negate_if_negative(V::cvtr(V::mul(r, back)), v);
+  using I = typename V::I;
+  typename V::F d = V::max(V::abs(v), V::zero());  // NaN -> 0
+  d = V::min(V::add(d, d), V::set1(12.0f));
+  const I exponent = V::maxi(V::andi(V::as_int(d), V::set1i(0x7F800000)), V::set1i(0x40000000));  // >= 2.0's
+  const typename V::F m = V::as_float(V::addi(exponent, V::set1i(22 << 23)));  // 2^(e + 22): step 2^(e - 1)
+  return V::negate_if_negative(V::cvtt(V::sub(V::add(d, m), m)), v);
 }
 
 template <class V>

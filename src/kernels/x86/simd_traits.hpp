@@ -112,6 +112,7 @@ struct Avx2 {
   static I addi(I a, I b) { return _mm256_add_epi32(a, b); }
   static I subi(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I andi(I a, I b) { return _mm256_and_si256(a, b); }
+  static I maxi(I a, I b) { return _mm256_max_epi32(a, b); }
   template <int N>
   static I srli(I v) { return _mm256_srli_epi32(v, N); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
@@ -308,6 +309,7 @@ struct Avx512 {
   static I addi(I a, I b) { return _mm512_add_epi32(a, b); }
   static I subi(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I andi(I a, I b) { return _mm512_and_si512(a, b); }
+  static I maxi(I a, I b) { return _mm512_max_epi32(a, b); }
   template <int N>
   static I srli(I v) { return _mm512_srli_epi32(v, N); }
   static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
