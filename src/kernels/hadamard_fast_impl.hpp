@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "kernels/hadamard_fast.hpp"
+#include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "numeric/hadamard.hpp"
 
@@ -92,6 +93,7 @@ __attribute__((always_inline)) inline void group_in_registers(const float* src, 
   typename V::F r[NV];
   MIXQ_UNROLL
   for (int v = 0; v < NV; v += B) {
+    _mm_prefetch(reinterpret_cast<const char*>(src + v * L) + kActivationPrefetchBytes, _MM_HINT_T0);
     MIXQ_UNROLL
     for (int h = 0; h < B; ++h) r[v + h] = stage1<V>(V::load(src + (v + h) * L));
     stage4<V>(r + v);

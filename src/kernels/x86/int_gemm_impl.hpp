@@ -93,7 +93,10 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
   constexpr int L = V::kLanes;
   F amax = V::zero();
   int64_t i = 0;
-  for (; i + L <= k; i += L) amax = V::max(V::abs(V::load(x + i)), amax);
+  for (; i + L <= k; i += L) {
+    if (i % 16 == 0) _mm_prefetch(reinterpret_cast<const char*>(x + i) + kActivationPrefetchBytes, _MM_HINT_T0);
+    amax = V::max(V::abs(V::load(x + i)), amax);
+  }
   if (i < k) amax = V::max(V::abs(V::loadz(V::mask(k - i), x + i)), amax);
   const float a = V::reduce_max(amax);
   float s;
