@@ -18,9 +18,10 @@ inline constexpr size_t kStreamPrefetchBytes = 2048;
 // rows they read from memory (48 MiB at M = 4096, K = 3072: past the caches).
 // In the layer, both threads streaming x while the GEMM between calls evicts
 // it, the ConvRot layers' rotate + quantize phase took ~20 % less with it and
-// INT8's quantize ~6 % less (bench_phases; a one-thread loop over the same
-// rows had measured no gain). BENCHMARKS.md, "Issue 14 on Zen 5, seventh
-// session".
+// INT8's quantize ~6 % less, the NVFP4 quantizer ~8 % and the FP8 / MXFP8
+// preparation 4-5 % (bench_phases; a one-thread loop over the same rows had
+// measured no gain for the rotation). BENCHMARKS.md, "Issue 14 on Zen 5,
+// seventh session".
 inline constexpr size_t kActivationPrefetchBytes = 2048;
 
 // The type of _mm_prefetch's hint (g++: enum _mm_hint; clang: int, its
