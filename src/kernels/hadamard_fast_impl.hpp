@@ -93,7 +93,7 @@ __attribute__((always_inline)) inline void group_in_registers(const float* src, 
   typename V::F r[NV];
   MIXQ_UNROLL
   for (int v = 0; v < NV; v += B) {
-    _mm_prefetch(reinterpret_cast<const char*>(src + v * L) + kActivationPrefetchBytes, _MM_HINT_T0);
+    prefetch_activations_ahead(src + v * L);
     MIXQ_UNROLL
     for (int h = 0; h < B; ++h) r[v + h] = stage1<V>(V::load(src + (v + h) * L));
     stage4<V>(r + v);

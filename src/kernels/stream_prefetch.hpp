@@ -23,6 +23,10 @@ inline constexpr size_t kStreamPrefetchBytes = 2048;
 // measured no gain for the rotation). BENCHMARKS.md, "Issue 14 on Zen 5,
 // seventh session".
 inline constexpr size_t kActivationPrefetchBytes = 2048;
+// Asks for the line kActivationPrefetchBytes past the activations at p.
+inline void prefetch_activations_ahead(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p) + kActivationPrefetchBytes, _MM_HINT_T0);
+}
 
 // The type of _mm_prefetch's hint (g++: enum _mm_hint; clang: int, its
 // _MM_HINT_* being macros), for the tunings' kStreamPrefetchHint.

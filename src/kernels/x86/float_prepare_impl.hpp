@@ -74,7 +74,7 @@ inline void prepare_values(const float* row, int64_t k, int64_t k0, ActPrep prep
   constexpr int L = V::kLanes, Q = kPrepChunk / L;
   MIXQ_UNROLL
   for (int64_t b = 0; b < kPrepChunk * 4; b += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(row + k0) + b + kActivationPrefetchBytes, _MM_HINT_T0);
+    prefetch_activations_ahead(reinterpret_cast<const char*>(row + k0) + b);
   MIXQ_UNROLL
   for (int q = 0; q < Q; ++q) v[q] = V::load_first(row + k0 + q * L, k - k0 - q * L);
   if (prep == ActPrep::e4m3 || prep == ActPrep::e5m2) {

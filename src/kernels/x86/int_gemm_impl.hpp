@@ -94,7 +94,7 @@ void quantize_row(const float* x, int64_t k, int64_t kp, ActQuant act, bool low_
   F amax = V::zero();
   int64_t i = 0;
   for (; i + L <= k; i += L) {
-    if (i % 16 == 0) _mm_prefetch(reinterpret_cast<const char*>(x + i) + kActivationPrefetchBytes, _MM_HINT_T0);
+    if (i % 16 == 0) prefetch_activations_ahead(x + i);
     amax = V::max(V::abs(V::load(x + i)), amax);
   }
   if (i < k) amax = V::max(V::abs(V::loadz(V::mask(k - i), x + i)), amax);

@@ -186,7 +186,7 @@ inline void quantize_block_group(const float* row, const float* pqs, int64_t k, 
   typename V::F amax[L];
   for (int j = 0; j < L; ++j) {
     amax[j] = V::zero();
-    _mm_prefetch(reinterpret_cast<const char*>(row + (b0 + j) * 16) + kActivationPrefetchBytes, _MM_HINT_T0);
+    prefetch_activations_ahead(row + (b0 + j) * 16);
     for (int h = 0; h < H; ++h) amax[j] = max_abs<V>(load_scaled<V>(row, pqs, (b0 + j) * 16 + h * L, k), amax[j]);
   }
   const typename V::F t = V::div(V::div(max_each<V>(amax), V::set1(6.0f)), V::set1(g));
