@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "mixq/threads.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
@@ -416,9 +417,12 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
       });
     }
   } else {
-    util::parallel_for((m + kSvdquantRowChunk - 1) / kSvdquantRowChunk, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b)
-        run<V, Tile>(pk, a, b * kSvdquantRowChunk, std::min(m, (b + 1) * kSvdquantRowChunk), 0, pk.panels, 0, y);
+    // Chunks of at most kSvdquantRowChunk rows, as many per thread (with
+    // whole chunks of 128 rows, M = 64 and 128 ran on one thread, as slowly as
+    // M = 256 on two).
+    const int64_t rows = util::balanced_block_rows(m, kSvdquantRowChunk, Tile::kRows, mixq::num_threads());
+    util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t b = begin; b < end; ++b) run<V, Tile>(pk, a, b * rows, std::min(m, (b + 1) * rows), 0, pk.panels, 0, y);
     });
   }
 }
