@@ -505,6 +505,7 @@ struct StoredView {
   const void* base;
   explicit StoredView(const StoredFloats& s)
       : width(s.width()), base(s.width() == FloatWidth::f32 ? static_cast<const void*>(s.f32()) : s.h16()) {}
+  StoredView(FloatWidth w, const void* b) : width(w), base(b) {}
   template <class V>
   typename V::F load(int64_t i) const {
     switch (width) {
