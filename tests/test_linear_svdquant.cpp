@@ -95,7 +95,9 @@ TEST(SvdquantLinear, FastEqualsReferenceOnEveryIsa) {
     const testing::SvdParts p = testing::random_svd(c.n, c.k, c.rank, 70 + c.n, c.bias);
     for (bool act_unsigned : {false, true}) {
       auto l = layer_of(p, act_unsigned);
-      for (int64_t m : {1, 2, 3, 7, 16, 33, 64, 257}) {
+      // 399 rows: chunks of 100 rows, each group of panels unpacked first
+      // (SvdquantTile::kUnpackMinRows), the last chunk ending in 3 rows.
+      for (int64_t m : {1, 2, 3, 7, 16, 33, 64, 257, 399}) {
         std::vector<float> x = testing::random_floats(m * c.k, 300 + m, 1.0f);
         if (act_unsigned)  // post-GELU-like: >= -0.17
           for (float& v : x) v = std::max(v, -0.17f);

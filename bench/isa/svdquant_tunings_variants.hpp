@@ -21,6 +21,11 @@ struct PrefetchIntoL2 : Base {
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T1;
 };
 
+template <class Base>
+struct NibblesPerBlock : Base {
+  static constexpr bool kUnpackLargeM = false;
+};
+
 // The whole layer on target V under tile T (SvdquantTuning::run).
 template <class V, class T>
 void run_tuned(const SvdquantPacked& w, const float* x, int64_t m, float* y) {

@@ -51,6 +51,16 @@ struct SvdquantTile {
   // arithmetic (BENCHMARKS.md, "Issue 14 on AVX2: Zen 2, tenth session").
   static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;  // small M: the weights' prefetch (into L1)
+  // Large M: each group of kPanels panels is unpacked once per chunk of at
+  // least kUnpackMinRows rows (UnpackedPanels) and every block of the chunk
+  // reads that, instead of splitting every nibble again per block of kRows
+  // rows (3 vector ops per 64 weight bytes next to 8 dot products). Zen 5,
+  // K = N = 3072, 2 threads (bench_svdquant_tunings --tuning "no unpacking"):
+  // chunks of 120-128 rows 1.02-1.08x faster (M = 256 .. 4096), of 96 rows
+  // even, of 64 rows 0.97x, of 32 rows 0.90x (the unpacking then costs more
+  // than it saves).
+  static constexpr bool kUnpackLargeM = V::kLanes == 16;
+  static constexpr int64_t kUnpackMinRows = 96;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
@@ -141,47 +151,72 @@ StoredView down_for_rows(const SvdquantPacked& pk, int64_t m) {
 }
 
 // y for rows [m0, m0+R) of the U column vectors from panel p0 on: (main +
-// lora·proj_upᵀ) + bias, the low-rank sum in r order. The R rows' sums run
-// side by side (one proj_upᵀ load per rank step for all of them, R
-// independent add chains instead of one chain per row); each row's own
-// operations and their order are the reference's. W: proj_upᵀ's stored width
-// (finish() picks it once per block, not per load).
+// lora·proj_upᵀ) + bias, the low-rank sum in r order. The sums of UC column
+// vectors of all R rows run side by side (one proj_upᵀ load per vector and
+// rank step for all rows, R·UC independent add chains, where one vector's R
+// chains left the adds waiting on each other); each row's own operations and
+// their order are the reference's.
+// UC = U where the chains, out and the loads fit the 32 zmm, else 1.
+// proj_upᵀ's columns from panel p0 on are read from up_t at width W, rank j's
+// at j·up_stride + up_col0 (the packed array, or block()'s f32 copy).
 template <class V, FloatWidth W, int R, int U>
-void finish_width(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
-                  const typename V::F (&out)[R][U], float* y) {
+void finish_width(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, const void* up_t,
+                  int64_t up_stride, int64_t up_col0, const typename V::F (&out)[R][U], float* y) {
   using F = typename V::F;
-  constexpr int L = V::kLanes;
-  const int64_t np = pk.panels * 16;
-  const void* up_t = StoredView(pk.proj_up_t).base;
+  constexpr int L = V::kLanes, UC = V::kLanes == 16 && 2 * R * U + U + 1 <= 32 ? U : 1;
   const float* lora = a.lora.data() + m0 * a.rank;
-  for (int u = 0; u < U; ++u) {
-    const int64_t col = p0 * 16 + L * u;
-    const typename V::M mask = V::mask(pk.n - col);
-    F low[R];
+  for (int u0 = 0; u0 < U; u0 += UC) {
+    F low[R][UC];
     MIXQ_UNROLL
-    for (int r = 0; r < R; ++r) low[r] = V::zero();
-    for (int64_t j = 0; j < a.rank; ++j) {
-      const F up = load_width<V, W>(up_t, j * np + col);
+    for (int r = 0; r < R; ++r)
       MIXQ_UNROLL
-      for (int r = 0; r < R; ++r) low[r] = V::add(low[r], V::mul(V::set1(lora[r * a.rank + j]), up));
+      for (int c = 0; c < UC; ++c) low[r][c] = V::zero();
+    for (int64_t j = 0; j < a.rank; ++j) {
+      F up[UC];
+      MIXQ_UNROLL
+      for (int c = 0; c < UC; ++c) up[c] = load_width<V, W>(up_t, j * up_stride + up_col0 + L * (u0 + c));
+      MIXQ_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const F l = V::set1(lora[r * a.rank + j]);
+        MIXQ_UNROLL
+        for (int c = 0; c < UC; ++c) low[r][c] = V::add(low[r][c], V::mul(l, up[c]));
+      }
     }
-    for (int r = 0; r < R; ++r) {
-      F v = V::add(out[r][u], low[r]);
-      if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
-      V::store_first(y + (m0 + r) * pk.n + col, pk.n - col, v);
+    for (int c = 0; c < UC; ++c) {
+      const int64_t col = p0 * 16 + L * (u0 + c);
+      const typename V::M mask = V::mask(pk.n - col);
+      for (int r = 0; r < R; ++r) {
+        F v = V::add(out[r][u0 + c], low[r][c]);
+        if (!pk.bias.empty()) v = V::add(v, V::loadz(mask, pk.bias.data() + col));
+        V::store_first(y + (m0 + r) * pk.n + col, pk.n - col, v);
+      }
     }
   }
 }
 
+// finish_width at proj_upᵀ's stored width (picked once per block, not per load).
 template <class V, int R, int U>
 void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0,
             const typename V::F (&out)[R][U], float* y) {
+  const void* up_t = StoredView(pk.proj_up_t).base;
+  const int64_t np = pk.panels * 16, col0 = p0 * 16;
   switch (pk.proj_up_t.width()) {
-    case FloatWidth::f16: finish_width<V, FloatWidth::f16, R, U>(pk, a, m0, p0, out, y); break;
-    case FloatWidth::bf16: finish_width<V, FloatWidth::bf16, R, U>(pk, a, m0, p0, out, y); break;
-    default: finish_width<V, FloatWidth::f32, R, U>(pk, a, m0, p0, out, y); break;
+    case FloatWidth::f16: finish_width<V, FloatWidth::f16, R, U>(pk, a, m0, p0, up_t, np, col0, out, y); break;
+    case FloatWidth::bf16: finish_width<V, FloatWidth::bf16, R, U>(pk, a, m0, p0, up_t, np, col0, out, y); break;
+    default: finish_width<V, FloatWidth::f32, R, U>(pk, a, m0, p0, up_t, np, col0, out, y); break;
   }
 }
+
+// A group of CB panels unpacked for large M (SvdquantTile::kUnpackLargeM) in
+// this thread's buffer: the weights as bytes (unpack_nibble_rows: K·16 bytes
+// a panel, octet o's low nibbles at 128·o, its high ones 64 bytes further),
+// and the group's columns of the group scales and of proj_upᵀ widened to f32
+// (rows of CB·16: no width switch or widening per load in the loop).
+struct UnpackedPanels {
+  const uint8_t* weight;
+  const float* wscale;  // [K/64][CB·16]
+  const float* up_t;    // [rank][CB·16]
+};
 
 // Rows [m0, m0+R) × panels [p0, p0+CB): U = CB·16/kLanes vectors of columns,
 // vector u covering columns 16·p0 + kLanes·u. prefetch: how far ahead (bytes)
@@ -189,10 +224,12 @@ void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t
 // kScaleGroupsAhead groups ahead and proj_upᵀ's rows over the first groups
 // (0: none, where the rows reuse them from cache). At M = 1 from DRAM the
 // three together made the call 1.28x faster (median of alternating builds;
-// BENCHMARKS.md, "fifth session").
+// BENCHMARKS.md, "fifth session"). Unpacked: the panels are read from
+// `unpacked` instead of pk.
 inline constexpr int64_t kScaleGroupsAhead = 4;
-template <class V, int R, int CB, class Tile = SvdquantTile<V>>
-void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, int64_t prefetch, float* y) {
+template <class V, int R, int CB, class Tile = SvdquantTile<V>, bool Unpacked = false>
+void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t p0, int64_t prefetch,
+           const UnpackedPanels& unpacked, float* y) {
   using F = typename V::F;
   using I = typename V::I;
   constexpr int L = V::kLanes, H = 16 / L, U = CB * H;
@@ -239,6 +276,11 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       // Low nibbles (k 0..3 of the octet) against every row, then the high
       // ones (k 4..7).
       auto weights = [&](I* w, bool high) {
+        if constexpr (Unpacked) {
+          for (int u = 0; u < U; ++u)
+            w[u] = V::loadi_a(unpacked.weight + (u / H) * k8 * 128 + o * 128 + (high ? 64 : 0) + 4 * L * (u % H));
+          return;
+        }
         for (int u = 0; u < U; ++u) {
           const I v = V::loadi(pk.weight.data() + ((p0 + u / H) * k8 + o) * 16 + L * (u % H));
           w[u] = V::andi(high ? V::template srli<4>(v) : v, low4);
@@ -258,7 +300,7 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       for (int u = 0; u < U; ++u) acc[r][u] = V::dot_end(acc[r][u], start[r]);
     for (int u = 0; u < U; ++u) {
       const int64_t col = p0 * 16 + L * u;
-      const F ws = wscale.load<V>(g * np + col);
+      const F ws = Unpacked ? V::load(unpacked.wscale + g * CB * 16 + L * u) : wscale.load<V>(g * np + col);
       for (int r = 0; r < R; ++r) {
         const int64_t row = m0 + r;
         const F sc = V::mul(V::set1(a.scales[row * groups + g]), ws);
@@ -266,7 +308,8 @@ void block(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t 
       }
     }
   }
-  finish<V, R, U>(pk, a, m0, p0, out, y);
+  if constexpr (Unpacked) finish_width<V, FloatWidth::f32, R, U>(pk, a, m0, p0, unpacked.up_t, CB * 16, 0, out, y);
+  else finish<V, R, U>(pk, a, m0, p0, out, y);
 }
 
 #if defined(MIXQ_SVDQUANT_AMX)
@@ -326,34 +369,68 @@ void block_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int6
 
 // Rows [m_begin, m_end) against CB panels from p, Tile::kRows rows at a
 // time, then the remaining rows in one smaller block.
-template <class V, int CB, class Tile = SvdquantTile<V>>
+template <class V, int CB, class Tile = SvdquantTile<V>, bool Unpacked = false>
 void rows(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p,
-          int64_t prefetch, float* y) {
+          int64_t prefetch, const UnpackedPanels& unpacked, float* y) {
   constexpr int R = Tile::kRows;
   static_assert(R <= 6, "the remainder cases below go up to 5 rows");
   int64_t m = m_begin;
-  for (; m + R <= m_end; m += R) block<V, R, CB, Tile>(pk, a, m, p, prefetch, y);
+  for (; m + R <= m_end; m += R) block<V, R, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y);
   switch (m_end - m) {
-    case 5: if constexpr (R > 5) block<V, 5, CB, Tile>(pk, a, m, p, prefetch, y); break;
-    case 4: if constexpr (R > 4) block<V, 4, CB, Tile>(pk, a, m, p, prefetch, y); break;
-    case 3: if constexpr (R > 3) block<V, 3, CB, Tile>(pk, a, m, p, prefetch, y); break;
-    case 2: if constexpr (R > 2) block<V, 2, CB, Tile>(pk, a, m, p, prefetch, y); break;
-    case 1: block<V, 1, CB, Tile>(pk, a, m, p, prefetch, y); break;
+    case 5: if constexpr (R > 5) block<V, 5, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y); break;
+    case 4: if constexpr (R > 4) block<V, 4, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y); break;
+    case 3: if constexpr (R > 3) block<V, 3, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y); break;
+    case 2: if constexpr (R > 2) block<V, 2, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y); break;
+    case 1: block<V, 1, CB, Tile, Unpacked>(pk, a, m, p, prefetch, unpacked, y); break;
     default: break;
   }
+}
+
+// CB panels from p against rows [m_begin, m_end), unpacked first into this
+// thread's buffer (UnpackedPanels).
+template <class V, int CB, class Tile = SvdquantTile<V>>
+void rows_unpacked(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p,
+                   float* y) {
+  constexpr int L = V::kLanes;
+  constexpr int64_t kCols = CB * 16;
+  const int64_t octets = pk.k / 8, groups = pk.k / svdq::kGroup, np = pk.panels * 16;
+  const int64_t weight_bytes = CB * octets * 128, floats = (groups + pk.rank) * kCols;
+  thread_local std::vector<uint8_t> buffer;
+  const size_t bytes = static_cast<size_t>(weight_bytes + floats * 4);
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  uint8_t* b = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  float* wscale = reinterpret_cast<float*>(b + weight_bytes);
+  float* up_t = wscale + groups * kCols;
+  for (int c = 0; c < CB; ++c)
+    unpack_nibble_rows<V>(reinterpret_cast<const uint8_t*>(pk.weight.data() + (p + c) * octets * 16), octets,
+                          b + c * octets * 128);
+  const StoredView ws(pk.wscale), up(pk.proj_up_t);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t c = 0; c < kCols; c += L) V::store(wscale + g * kCols + c, ws.load<V>(g * np + p * 16 + c));
+  for (int64_t j = 0; j < pk.rank; ++j)
+    for (int64_t c = 0; c < kCols; c += L) V::store(up_t + j * kCols + c, up.load<V>(j * np + p * 16 + c));
+  rows<V, CB, Tile, true>(pk, a, m_begin, m_end, p, 0, UnpackedPanels{b, wscale, up_t}, y);
 }
 
 // Panel groups outer, rows inner: a group of kPanels panels (kPanels·K/2
 // bytes) is fetched once and reused from L1/L2 by every row of the range.
 // (Rows outer re-read the whole weight from L3 for every few rows: 3x slower
-// at M = 4096 on AVX-512.)
+// at M = 4096 on AVX-512.) prefetch 0 (large M) unpacks each group first
+// where Tile::kUnpackLargeM and the range has kUnpackMinRows rows.
 template <class V, class Tile = SvdquantTile<V>>
 void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
          int64_t p_end, int64_t prefetch, float* y) {
   constexpr int CB = Tile::kPanels;
+  const bool unpack = Tile::kUnpackLargeM && prefetch == 0 && m_end - m_begin >= Tile::kUnpackMinRows;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) rows<V, CB, Tile>(pk, a, m_begin, m_end, p, prefetch, y);
-  for (; p < p_end; ++p) rows<V, 1, Tile>(pk, a, m_begin, m_end, p, prefetch, y);
+  for (; p + CB <= p_end; p += CB) {
+    if (unpack) rows_unpacked<V, CB, Tile>(pk, a, m_begin, m_end, p, y);
+    else rows<V, CB, Tile>(pk, a, m_begin, m_end, p, prefetch, {}, y);
+  }
+  for (; p < p_end; ++p) {
+    if (unpack) rows_unpacked<V, 1, Tile>(pk, a, m_begin, m_end, p, y);
+    else rows<V, 1, Tile>(pk, a, m_begin, m_end, p, prefetch, {}, y);
+  }
 }
 
 // One row (M = 1) against panels [p_begin, p_end), streamed: kOneRowPanels
@@ -362,9 +439,9 @@ template <class V, class Tile = SvdquantTile<V>>
 void one_row(const SvdquantPacked& pk, const SvdquantActs& a, int64_t p_begin, int64_t p_end, float* y) {
   constexpr int CB = Tile::kOneRowPanels;
   int64_t p = p_begin;
-  for (; p + CB <= p_end; p += CB) block<V, 1, CB, Tile>(pk, a, 0, p, kStreamPrefetchBytes, y);
+  for (; p + CB <= p_end; p += CB) block<V, 1, CB, Tile>(pk, a, 0, p, kStreamPrefetchBytes, {}, y);
   if constexpr (CB > 1)
-    for (; p < p_end; ++p) block<V, 1, 1, Tile>(pk, a, 0, p, kStreamPrefetchBytes, y);
+    for (; p < p_end; ++p) block<V, 1, 1, Tile>(pk, a, 0, p, kStreamPrefetchBytes, {}, y);
 }
 
 #if defined(MIXQ_SVDQUANT_AMX)
@@ -380,7 +457,7 @@ void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, i
   for (int64_t p = 0; p < pk.panels; ++p) {
     unpack_nibble_rows<V>(reinterpret_cast<const uint8_t*>(pk.weight.data() + p * (pk.k / 8) * 16), pk.k / 8, b);
     for (int64_t m = m_begin; m < tiles_end; m += 16) block_amx<V>(pk, a, m, p, b, y);
-    if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, 0, y);
+    if (tiles_end < m_end) rows<V, 1>(pk, a, tiles_end, m_end, p, 0, {}, y);
   }
 }
 #endif
