@@ -33,6 +33,7 @@
 #include "kernels/x86/awq_w4a16.hpp"
 #include "kernels/x86/float_gemm_impl.hpp"
 #include "kernels/x86/simd_traits.hpp"
+#include "mixq/threads.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 
@@ -348,9 +349,12 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
   if constexpr (T::kDecodeLargeM) {
     awq_decoded<V, T>(w, x, m, y);
   } else {
-    util::parallel_for((m + T::kChunk - 1) / T::kChunk, 1, [&](int64_t begin, int64_t end, int) {
+    // Chunks of at most kChunk rows (whole B-row blocks), as many per thread
+    // (whole chunks of kChunk rows left M = 17..128 on one thread).
+    const int64_t chunk_blocks = util::balanced_block_rows(m, T::kChunk, B, mixq::num_threads()) / B;
+    util::parallel_for((blocks + chunk_blocks - 1) / chunk_blocks, 1, [&](int64_t begin, int64_t end, int) {
       for (int64_t chunk = begin; chunk < end; ++chunk) {
-        const int64_t b0 = chunk * T::kChunk / B, b1 = std::min(blocks, (chunk + 1) * T::kChunk / B);
+        const int64_t b0 = chunk * chunk_blocks, b1 = std::min(blocks, (chunk + 1) * chunk_blocks);
         awq_panels<V, T, Packed, false>(w, block_x, b0, b1, m, 0, w.panels, y);
       }
     });
