@@ -506,12 +506,13 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
     });
   } else if (amx) {
     if constexpr (V::kLanes == 16) {
-      // Row chunks of kAmxRowChunk (their codes stay in L2 while every panel,
-      // unpacked once per chunk, passes over them).
+      // Row chunks of at most kAmxRowChunk rows, as many per thread (their
+      // codes stay in L2 while every panel, unpacked once per chunk, passes
+      // over them; whole chunks left M = 17..256 on one thread).
       constexpr int64_t kAmxRowChunk = 256;
-      util::parallel_for((m + kAmxRowChunk - 1) / kAmxRowChunk, 1, [&](int64_t begin, int64_t end, int) {
-        for (int64_t b = begin; b < end; ++b)
-          svdquant_amx_rows(pk, a, b * kAmxRowChunk, std::min(m, (b + 1) * kAmxRowChunk), y);
+      const int64_t rows = util::balanced_block_rows(m, kAmxRowChunk, 16, mixq::num_threads());
+      util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t b = begin; b < end; ++b) svdquant_amx_rows(pk, a, b * rows, std::min(m, (b + 1) * rows), y);
       });
     }
   } else {
