@@ -52,15 +52,18 @@ struct SvdquantTile {
   static constexpr int kOneRowPanels = V::kLanes == 16 ? kPanels : 4;
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;  // small M: the weights' prefetch (into L1)
   // Large M: each group of kPanels panels is unpacked once per chunk of at
-  // least kUnpackMinRows rows (UnpackedPanels) and every block of the chunk
-  // reads that, instead of splitting every nibble again per block of kRows
-  // rows (3 vector ops per 64 weight bytes next to 8 dot products). Zen 5,
-  // K = N = 3072, 2 threads (bench_svdquant_tunings --tuning "no unpacking"):
-  // chunks of 120-128 rows 1.02-1.08x faster (M = 256 .. 4096), of 96 rows
-  // even, of 64 rows 0.97x, of 32 rows 0.90x (the unpacking then costs more
-  // than it saves).
+  // least kUnpackMinRows rows where K <= kUnpackMaxK (UnpackedPanels), and
+  // every block of the chunk reads that, instead of splitting every nibble
+  // again per block of kRows rows (3 vector ops per 64 weight bytes next to 8
+  // dot products). Zen 5, 2 threads (bench_svdquant_tunings --tuning "no
+  // unpacking"): at K = 3072, chunks of 120-128 rows 1.02-1.08x faster (M =
+  // 256 .. 4096, N = 3072 and 12288), of 96 rows even, of 64 rows 0.97x, of
+  // 32 rows 0.90x (the unpacking then costs more than it saves). At M = 4096
+  // and K = 12288 the library built with unpacking ran 0.96x (bench_phases;
+  // the unpacked panels, 576 KiB, crowd the rows' codes out of the 1 MiB L2),
+  // at K = 5376 even.
   static constexpr bool kUnpackLargeM = V::kLanes == 16;
-  static constexpr int64_t kUnpackMinRows = 96;
+  static constexpr int64_t kUnpackMinRows = 96, kUnpackMaxK = 3072;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
 
@@ -416,12 +419,14 @@ void rows_unpacked(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_be
 // bytes) is fetched once and reused from L1/L2 by every row of the range.
 // (Rows outer re-read the whole weight from L3 for every few rows: 3x slower
 // at M = 4096 on AVX-512.) prefetch 0 (large M) unpacks each group first
-// where Tile::kUnpackLargeM and the range has kUnpackMinRows rows.
+// where Tile::kUnpackLargeM, the range has kUnpackMinRows rows and K is at
+// most kUnpackMaxK.
 template <class V, class Tile = SvdquantTile<V>>
 void run(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, int64_t p_begin,
          int64_t p_end, int64_t prefetch, float* y) {
   constexpr int CB = Tile::kPanels;
-  const bool unpack = Tile::kUnpackLargeM && prefetch == 0 && m_end - m_begin >= Tile::kUnpackMinRows;
+  const bool unpack =
+      Tile::kUnpackLargeM && prefetch == 0 && m_end - m_begin >= Tile::kUnpackMinRows && pk.k <= Tile::kUnpackMaxK;
   int64_t p = p_begin;
   for (; p + CB <= p_end; p += CB) {
     if (unpack) rows_unpacked<V, CB, Tile>(pk, a, m_begin, m_end, p, y);
