@@ -88,10 +88,11 @@ TEST(SvdquantLinear, FastEqualsReferenceOnEveryIsa) {
   // Ranks below, at and across the fast kernel's 32-rank passes; 100
   // columns: 7 panels, whole AVX-512 register blocks of 2 and a single one;
   // 60 and 140 columns: AVX2's one-row block of 4 panels ending in a partial
-  // panel, and (9 panels) two such blocks and a single one.
+  // panel, and (9 panels) two such blocks and a single one. K = 1088: 17
+  // groups, which the activation quantizer takes 16 (AVX2: 8) at a time.
   for (const Case c : {Case{40, 128, 8, true}, Case{16, 64, 1, false}, Case{35, 192, 3, true}, Case{48, 256, 40, true},
                        Case{17, 64, 32, false}, Case{100, 128, 8, true}, Case{60, 128, 8, true},
-                       Case{140, 64, 4, true}}) {
+                       Case{140, 64, 4, true}, Case{17, 1088, 4, false}}) {
     const testing::SvdParts p = testing::random_svd(c.n, c.k, c.rank, 70 + c.n, c.bias);
     for (bool act_unsigned : {false, true}) {
       auto l = layer_of(p, act_unsigned);

@@ -487,6 +487,20 @@ struct ColumnTables<16> {
 #pragma GCC diagnostic pop
 #endif  // __AVX512F__
 
+// Lane j: the maximum of v[j]'s lanes (NaN-free) / the sum of v[j]'s int32
+// lanes, for j < kLanes (V::reduce_each).
+template <class V>
+inline typename V::F max_each(const typename V::F* v) {
+  return V::reduce_each(v, [](typename V::F a, typename V::F b) { return V::max(a, b); });
+}
+template <class V>
+inline typename V::I sum_each(const typename V::I* v) {
+  using F = typename V::F;
+  F f[V::kLanes];
+  for (int i = 0; i < V::kLanes; ++i) f[i] = V::as_float(v[i]);
+  return V::as_int(V::reduce_each(f, [](F a, F b) { return V::as_float(V::addi(V::as_int(a), V::as_int(b))); }));
+}
+
 // kLanes elements of a StoredFloats array of width W from index i, widened
 // to f32 (exact at every width): for kernels that fix the width at compile
 // time (no branch in their loops).

@@ -75,34 +75,54 @@ constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) 
 // std::min/max do and the truncating conversion turns it into byte 0 like the
 // scalar cast. Stored is the signed qa = code − offset (what the reference
 // multiplies: a NaN gives −offset there too) and offset_terms holds −8·Σ qa.
+// kLanes groups at a time: their maxima reduce into one vector (max_each,
+// NaN-free after the vmaxps above, so the order of the maxima does not
+// matter), s runs per lane (max(a, 1e-10) is std::max for a NaN-free a), and
+// the code sums likewise (sum_each: exact int32), where one group at a time
+// chained two horizontal reductions and a scalar division per group.
 template <class V>
 void quantize_act_row(const float* x, const StoredView& smooth, int64_t k, bool act_unsigned, float* tmp,
                       int8_t* codes, float* scales, int32_t* offset_terms) {
   using F = typename V::F;
   using I = typename V::I;
-  constexpr int L = V::kLanes;
+  constexpr int L = V::kLanes, Q = svdq::kGroup / L;  // vectors per group
   const F shift = V::set1(act_unsigned ? svdq::kShift : 0.0f);
   for (int64_t i = 0; i < k; i += L) V::store(tmp + i, V::div(V::add(V::load(x + i), shift), smooth.load<V>(i)));
   const float qmax = act_unsigned ? 15.0f : 7.0f;
   const F vmax = V::set1(qmax), vlo = V::set1(act_unsigned ? 0.0f : -7.0f);
   const F offset = V::set1(act_unsigned ? 0.0f : 8.0f);
   const I byte = V::set1i(0xFF), ioffset = V::set1i(act_unsigned ? 0 : 8);
-  for (int64_t g = 0; g < k / svdq::kGroup; ++g) {
-    const float* v = tmp + g * svdq::kGroup;
-    F amax = V::zero();
-    for (int q = 0; q < svdq::kGroup / L; ++q) amax = V::max(V::abs(V::load(v + L * q)), amax);
-    const float s = std::max(V::reduce_max(amax), 1e-10f) / qmax;
-    const F vs = V::set1(s);
-    I sum = V::zeroi();
-    for (int q = 0; q < svdq::kGroup / L; ++q) {
-      F c = V::round(V::div(V::load(v + L * q), vs));
-      c = V::add(V::max(vlo, V::min(vmax, c)), offset);
-      const I qa = V::subi(V::andi(V::cvtt(c), byte), ioffset);  // -8..15
-      sum = V::addi(sum, qa);
-      V::store_i8(codes + g * svdq::kGroup + L * q, qa);
+  const int64_t groups = k / svdq::kGroup;
+  for (int64_t g0 = 0; g0 < groups; g0 += L) {
+    const int n = static_cast<int>(std::min<int64_t>(L, groups - g0));
+    F amax[L];
+    for (int j = 0; j < L; ++j) {
+      amax[j] = V::zero();
+      if (j < n)
+        for (int q = 0; q < Q; ++q) amax[j] = V::max(V::abs(V::load(tmp + (g0 + j) * svdq::kGroup + L * q)), amax[j]);
     }
-    scales[g] = s;
-    offset_terms[g] = -8 * V::reduce_add(sum);
+    alignas(64) float s[L];
+    V::store(s, V::div(V::max(max_each<V>(amax), V::set1(1e-10f)), vmax));
+    I sum[L];
+    for (int j = 0; j < L; ++j) {
+      sum[j] = V::zeroi();
+      if (j >= n) continue;
+      const int64_t g = g0 + j;
+      const F vs = V::set1(s[j]);
+      for (int q = 0; q < Q; ++q) {
+        F c = V::round(V::div(V::load(tmp + g * svdq::kGroup + L * q), vs));
+        c = V::add(V::max(vlo, V::min(vmax, c)), offset);
+        const I qa = V::subi(V::andi(V::cvtt(c), byte), ioffset);  // -8..15
+        sum[j] = V::addi(sum[j], qa);
+        V::store_i8(codes + g * svdq::kGroup + L * q, qa);
+      }
+    }
+    alignas(64) int32_t terms[L];
+    V::storei_a(terms, V::mullo(sum_each<V>(sum), V::set1i(-8)));
+    for (int j = 0; j < n; ++j) {
+      scales[g0 + j] = s[j];
+      offset_terms[g0 + j] = terms[j];
+    }
   }
 }
 
