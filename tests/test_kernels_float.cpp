@@ -194,7 +194,7 @@ TEST_P(FloatKernels, GemmMatchesReferenceWithinSummationError) {
 }
 
 // The bf16 core decodes each K chunk of panels to bf16 pairs once per row
-// chunk from kDecodedRows (24) rows on, and in registers per tile below:
+// chunk from kDotDecodedRows (17) rows on, and in registers per tile below:
 // every output's sum is the same either way, so the rows of one call equal
 // the same rows run a few at a time, bit for bit. K = 4200 spans two K
 // chunks of 2048 pairs and M = 1100 two row chunks of 1024 (float_tile.hpp).
@@ -206,14 +206,14 @@ TEST_P(FloatKernels, DotCoreDecodedChunksEqualTheRegisterPath) {
     const int64_t k = sw.k;
     const x86::FloatPanels panels = sw.pack();
     const std::vector<float> bias = random_floats(37, 4, 0.5f);
-    for (int64_t m : {24, 33, 257, 1100}) {
+    for (int64_t m : {17, 24, 33, 257, 1100}) {
       const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 91 + m, 1.0f);
       const int64_t pairs = panels.pair_steps();
       std::vector<uint32_t> a(static_cast<size_t>(m * pairs));
       x86::prepare_bf16_avx512(x.data(), m, k, pairs, x86::ActPrep::round, 1.0f, a.data());
       std::vector<float> whole(static_cast<size_t>(m * 37)), few(whole.size());
       x86::float_gemm_avx512_bf16(a.data(), m, panels, 0.75f, bias.data(), whole.data());
-      for (int64_t r = 0; r < m; r += 5)  // 5 rows: under kDecodedRows
+      for (int64_t r = 0; r < m; r += 5)  // 5 rows: under kDotDecodedRows
         x86::float_gemm_avx512_bf16(a.data() + r * pairs, std::min<int64_t>(5, m - r), panels, 0.75f,
                                     bias.data(), few.data() + r * 37);
       expect_bits_equal(whole, few, (std::string(type_name(type)) + " m=" + std::to_string(m)).c_str());

@@ -56,11 +56,15 @@ template <class Base, int64_t Rows>
 struct DecodedRows : Base {
   static constexpr int64_t kDecodedRows = Rows;
 };
+template <class Base, int64_t Rows>
+struct DotDecodedRows : Base {
+  static constexpr int64_t kDotDecodedRows = Rows;
+};
 // Panels decoded in registers at every M (the vdpbf16ps core before it
 // decoded K chunks to bf16 pairs).
 template <class Base>
 struct NeverDecoded : Base {
-  static constexpr int64_t kDecodedRows = kAllSteps;
+  static constexpr int64_t kDecodedRows = kAllSteps, kDotDecodedRows = kAllSteps;
 };
 template <class Base, int64_t Chunks>
 struct PackAhead : Base {

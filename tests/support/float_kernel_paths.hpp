@@ -24,7 +24,7 @@ namespace mixq::testing {
 
 namespace x86 = kernels::x86;
 
-inline const int64_t kRows[] = {1, 2, 3, 7, 16, 24, 33, 64, 257};  // 24, 33: the decoded-rows path (kDecodedRows)
+inline const int64_t kRows[] = {1, 2, 3, 7, 16, 17, 24, 33, 64, 257};  // 17 (dot core), 24, 33: decoded rows
 
 // The kernel path a parameterized test runs.
 enum class Path { avx512, avx512_fma, avx2_vnni, avx2 };

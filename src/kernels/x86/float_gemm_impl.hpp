@@ -219,6 +219,12 @@ constexpr int64_t row_chunk() {
   if constexpr (C == Core::dot) return Tune::kDotRowChunk;
   else return Tune::kRowChunk;
 }
+// Rows from which a row chunk of core C decodes its panels once.
+template <class Tune, Core C>
+constexpr int64_t decoded_rows() {
+  if constexpr (C == Core::dot) return Tune::kDotDecodedRows;
+  else return Tune::kDecodedRows;
+}
 
 struct Job {
   const void* a;  // fma: float; dot: uint32_t bf16 pairs
@@ -236,7 +242,7 @@ struct Job {
   const uint8_t* chunk = nullptr;
   int64_t chunk_p0 = 0, chunk_steps = 0;
   std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
-  // Many rows (kDecodedRows): the current K chunk of panels decoded_p0..
+  // Many rows (decoded_rows()): the current K chunk of panels decoded_p0..
   // decoded to f32 rows of 16 values (block scales applied), decoded_steps
   // rows each; the micro-kernels then run as for f32 panels.
   const float* decoded = nullptr;
@@ -552,13 +558,13 @@ inline float* aligned_rows(std::vector<float>& scratch, size_t floats) {
 }
 
 // Every row against panels [p0, p1) over steps [s0, s1), in row chunks. With
-// at least Tune::kDecodedRows rows in a row chunk, each K chunk of a tile's
+// at least decoded_rows() rows in a row chunk, each K chunk of a tile's
 // panels is decoded once (FMA core: to f32, decode_chunk; dot core: to bf16
 // pairs, decode_pair_chunk) instead of once per MR rows: the core then spends
 // its vector ports on FMAs / dots (decoding FP8 in registers took about a
 // third of them at M = 4096, bench_linear_float). FP8 on AVX-512 (mixq bench,
 // alternating runs): M = 24 1.14x faster decoded (K = 3072 and 12288), M = 16
-// 7 % slower.
+// 7 % slower (the FMA core; the dot core's threshold: float_tile.hpp).
 template <class V, class Tune, Core C, PanelType T>
 void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
   constexpr int J = Tune::panels_for(Tune::kMR);
@@ -567,7 +573,7 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   constexpr bool kDecode = T != kDecoded;
   for (int64_t mc = 0; mc < m; mc += row_chunk<Tune, C>()) {
     const int64_t mend = std::min(m, mc + row_chunk<Tune, C>());
-    if (!kDecode || mend - mc < Tune::kDecodedRows) {
+    if (!kDecode || mend - mc < decoded_rows<Tune, C>()) {
       row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
       continue;
     }

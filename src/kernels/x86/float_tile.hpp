@@ -22,7 +22,7 @@ namespace {
 //    chunks; kDecodedRows: rows from which a row chunk decodes its panels
 //    once (decode_chunk, decode_pair_chunk);
 //  - the vdpbf16ps core's own chunks (AVX-512 only): kDotStepChunk k-pair
-//    steps and kDotRowChunk rows. It decodes each K chunk of panels to bf16
+//    steps and kDotRowChunk rows, and kDotDecodedRows for kDecodedRows. It decodes each K chunk of panels to bf16
 //    once per row chunk, about 9 vector operations per 32 weights against
 //    one vdpbf16ps per 32 weights and row: 7 % of the core's work with
 //    128-row chunks. 1024 rows bring that under 1 %, and the activations,
@@ -118,6 +118,13 @@ struct FloatTile<16> {
   static constexpr int64_t kStepChunk = 256;
   static constexpr int64_t kDotStepChunk = 2048;
   static constexpr int64_t kDotRowChunk = 1024;
+  // The dot core decodes its K chunks from 17 rows on: on Zen 5, M = 17 to
+  // 23 ran 1.33-1.45x faster than in registers (FP8, K = N = 3072, packed
+  // and read in place; bench_float_tunings --tuning "dot core"), where the
+  // FMA core's decoding was 1.06-1.08x slower there (kDecodedRows). At 16
+  // rows and fewer, read in place 1.15x faster decoded from 12, packed 1.2x
+  // slower (weights from DRAM, streamed in registers): left as it was.
+  static constexpr int64_t kDotDecodedRows = 17;
   static constexpr int64_t kRowChunk = 128;
   static constexpr int64_t kDecodedRows = 24;
   static constexpr int64_t kFewRowsStepChunk = kAllSteps;
