@@ -67,10 +67,14 @@ struct Rows4AtOneToken : Base {
 struct Int8GemvTo24 : Base {
   static constexpr int64_t kInt8InPlaceGemvRows = kGemvRows;
 };
+struct SmallTo24 : Base {  // the panel split up to 24 tokens (before)
+  static constexpr int64_t kSmallRows = 24;
+};
 
 // The many-row GEMM on AMX-INT8 tiles (above 24 rows; VNNI loops below).
 struct AmxTile : Base {
   static constexpr bool kAmx = true;
+  static constexpr int64_t kSmallRows = kGemvRows;  // as int_gemm_amx.avx512.cpp
 };
 struct AmxBlock384K : AmxTile {
   static constexpr int64_t kActBlockBytes = 384 * 1024;
@@ -129,6 +133,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"large M: K chunks of 4096", make<KChunk<4096>>},
           {"large M: K chunks of 6144", make<KChunk<6144>>},
           {"large M: all of K at once (before)", make<KChunk<std::numeric_limits<int64_t>::max()>>},
+          {"small M (panels split over the threads) up to 24 tokens (before)", make<SmallTo24>},
           {"no small-M prefetch", make<NoPrefetch>},
           {"small-M prefetch 1 KiB ahead", make<Ahead1K>},
           {"small-M prefetch 4 KiB ahead", make<Ahead4K>},
@@ -142,6 +147,7 @@ std::vector<IntTuning> int_tunings_avx512() {
           {"in place, 8 row streams", make_in_place<Rows8>},
           {"in place, 4 row streams at M = 1 too (before)", make_in_place<Rows4AtOneToken>},
           {"in place, int8 GEMV up to 24 tokens (before)", make_in_place<Int8GemvTo24>},
+          {"in place, small M up to 24 tokens (before)", make_in_place<SmallTo24>},
           {"in place, small-M prefetch into L2 (T1)", make_in_place<AheadIntoL2>},
           {"in place, one row stream prefetched 2 KiB ahead (before)", make_in_place<OneStreamAhead<2048>>},
           {"in place, one row stream prefetched 4 KiB ahead", make_in_place<OneStreamAhead<4096>>},

@@ -4,7 +4,7 @@
 // int_gemm.avxvnni.cpp and int_gemm.avx512.cpp.
 //
 // forward(x, m):
-//  * small M (<= kGemvRows): quantize all tokens once, then split the weight
+//  * small M (<= T::kSmallRows): quantize all tokens once, then split the weight
 //    panels over the threads; each thread walks its tiles of P panels as P
 //    independent memory streams (one per panel of the tile), so the weights
 //    are read from DRAM exactly once per call.
@@ -315,7 +315,7 @@ class SimdIntKernel final : public IntKernel {
   void forward(const float* x, int64_t m, float* y) const override {
     if (m <= 0) return;
     if (w_.rows && m <= (w_.int4 ? kGemvRows : T::kInt8InPlaceGemvRows)) forward_rows_small(x, m, y);
-    else if (m <= kGemvRows) forward_small(x, m, y);
+    else if (m <= T::kSmallRows) forward_small(x, m, y);
     else if constexpr (T::kAmx) forward_large_amx(x, m, y);
     else forward_large(x, m, y);
   }

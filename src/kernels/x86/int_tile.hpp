@@ -80,8 +80,15 @@ namespace {
 //    M = 4 and 16 one stream is 1.4-2.1x slower (the work per byte grows,
 //    one accumulator chain per row), so only M = 1 (BENCHMARKS.md, "fifth
 //    session"). AVX2: not measured; false.
+//  kSmallRows: up to this many tokens forward_small splits the weight panels
+//    over the threads (each weight byte read once per call); more tokens
+//    split the tokens (forward_large: every thread reads every weight).
+//    AVX-512 (Zen 5): 48, where 24 left M = 25 .. 40 1.13-1.47x slower than
+//    the panel split (INT8, ConvRot W4A4, W4A8 codes; K = N = 3072; at 48
+//    0.97-1.15x; BENCHMARKS.md, "Zen 5, eighth session"). AVX2: not
+//    measured; kGemvRows.
 //  kInt8InPlaceGemvRows: int8 rows read in place run the GEMV up to this
-//    many tokens; from one more up to kGemvRows, forward_small, whose tiles
+//    many tokens; from one more up to kSmallRows, forward_small, whose tiles
 //    transpose the rows once (run_tile) for the micro-kernel. AVX-512 (Zen
 //    5), tiles against the GEMV in the same runs: 0.70-1.03x at 5 tokens,
 //    0.87-1.13x at 6, 1.03-1.15x at 7, 1.07-1.31x at 8, 1.37-1.54x at 16,
@@ -100,6 +107,7 @@ struct IntTile;
 template <>
 struct IntTile<16> {
   static constexpr int kTilePanels = 4;
+  static constexpr int64_t kSmallRows = 48;
   static constexpr int64_t kActBlockBytes = 768 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 2048;
   static constexpr int64_t kOneStreamPrefetchBytes = 8192;
@@ -118,6 +126,7 @@ struct IntTile<16> {
 template <>
 struct IntTile<8> {
   static constexpr int kTilePanels = 1;
+  static constexpr int64_t kSmallRows = kGemvRows;
   static constexpr int64_t kActBlockBytes = 1024 * 1024;
   static constexpr int64_t kStreamPrefetchBytes = 1024;
   static constexpr int64_t kOneStreamPrefetchBytes = kStreamPrefetchBytes;
