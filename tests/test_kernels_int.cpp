@@ -131,7 +131,8 @@ void check_case(const Case& c, uint64_t seed) {
   }
 }
 
-const int64_t kMs[] = {1, 2, 3, 5, 6, 7, 16, 24, 25, 33, 48, 49, 64, 257};  // AVX-512: in-place int8 GEMV to 6, panel split to 48
+// AVX-512: the in-place int8 GEMV up to 6 tokens, the panel split up to 48.
+const int64_t kMs[] = {1, 2, 3, 5, 6, 7, 16, 24, 25, 33, 48, 49, 64, 257};
 
 TEST(IntKernels, Int8TensorwiseAndRowwiseNoRotation) {
   uint64_t seed = 1;

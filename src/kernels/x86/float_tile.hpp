@@ -22,9 +22,10 @@ namespace {
 //    chunks; kDecodedRows: rows from which a row chunk decodes its panels
 //    once (decode_chunk, decode_pair_chunk);
 //  - the vdpbf16ps core's own chunks (AVX-512 only): kDotStepChunk k-pair
-//    steps and kDotRowChunk rows, and kDotDecodedRows for kDecodedRows. It decodes each K chunk of panels to bf16
-//    once per row chunk, about 9 vector operations per 32 weights against
-//    one vdpbf16ps per 32 weights and row: 7 % of the core's work with
+//    steps and kDotRowChunk rows, and kDotDecodedRows for kDecodedRows. It
+//    decodes each K chunk of panels to bf16 once per row chunk, about 9
+//    vector operations per 32 weights against one vdpbf16ps per 32 weights
+//    and row: 7 % of the core's work with
 //    128-row chunks. 1024 rows bring that under 1 %, and the activations,
 //    then read from L3 once per 3 panels, are a few bytes per 24 dots. With
 //    K chunks of 2048 pairs (the decoded chunk: 3 panels x 2048 x 64 B = 384

@@ -83,10 +83,12 @@ namespace {
 //  kSmallRows: up to this many tokens forward_small splits the weight panels
 //    over the threads (each weight byte read once per call); more tokens
 //    split the tokens (forward_large: every thread reads every weight).
-//    AVX-512 (Zen 5): 48, where 24 left M = 25 .. 40 1.13-1.47x slower than
-//    the panel split (INT8, ConvRot W4A4, W4A8 codes; K = N = 3072; at 48
-//    0.97-1.15x; BENCHMARKS.md, "Zen 5, eighth session"). AVX2: not
-//    measured; kGemvRows.
+//    AVX-512 (Zen 5): 48; splitting the tokens from 25 on ran M = 25 .. 48
+//    1.19-1.50x slower read in place (INT8 ConvRot, ConvRot W4A4, W4A8
+//    codes; K = N = 3072; 1.11-1.76x at the FLUX / H3 shapes), packed
+//    1.05-1.46x slower at 25 .. 40 and even at 48 (bench_int_tunings
+//    --tuning "up to 24 tokens"; BENCHMARKS.md, "Zen 5, eighth session").
+//    AVX2: not measured; kGemvRows.
 //  kInt8InPlaceGemvRows: int8 rows read in place run the GEMV up to this
 //    many tokens; from one more up to kSmallRows, forward_small, whose tiles
 //    transpose the rows once (run_tile) for the micro-kernel. AVX-512 (Zen

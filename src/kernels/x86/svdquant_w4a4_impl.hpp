@@ -546,7 +546,8 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
     // M = 256 on two).
     const int64_t rows = util::balanced_block_rows(m, kSvdquantRowChunk, Tile::kRows, mixq::num_threads());
     util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b) run<V, Tile>(pk, a, b * rows, std::min(m, (b + 1) * rows), 0, pk.panels, 0, y);
+      for (int64_t b = begin; b < end; ++b)
+        run<V, Tile>(pk, a, b * rows, std::min(m, (b + 1) * rows), 0, pk.panels, 0, y);
     });
   }
 }
