@@ -13,7 +13,9 @@
 // The last row of each table is the library's own build of the default
 // block (the layer's kernel): the variants are compiled here, and the same
 // source compiled in this file has run measurably slower than the library's
-// (BENCHMARKS.md, "Zen 4, second session").
+// (BENCHMARKS.md, "Zen 4, second session"). On AVX-512 the header also
+// says which pipes the group epilogue's fp32 ops share with `vpdpbusd`
+// (support/dot_pipes.hpp): what bounds this kernel against ConvRot W4A4's.
 //
 //   bench_svdquant_tunings [--quick] [--m M ..] [--shape KxN ..] [--threads N] [--tuning TEXT ..] [--in-cache]
 //   --tuning TEXT: only the tunings whose name contains TEXT (repeatable), next to the default.
@@ -31,6 +33,7 @@
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "support/inputs.hpp"
+#include "support/dot_pipes.hpp"
 #include "support/run_info.hpp"
 #include "support/svdquant_tunings.hpp"
 #include "support/timing.hpp"
@@ -89,6 +92,12 @@ int main(int argc, char** argv) try {
   }
   tunings = keep_picked(tunings, picked);
   const AlternatingRun run = start_alternating(o, avx512 ? "avx512 tunings" : "avx2 tunings");
+  if (avx512) {
+    const DotPipeShares p = measure_dot_pipe_shares();
+    std::printf("# dot pipes: 12 vpdpbusd with 3 more ops take %.2fx (vmulps) / %.2fx (vfmadd231ps) / %.2fx (vaddps)"
+                " / %.2fx (vcvtdq2ps) their time alone (1.25x: the op runs on the dots' pipes)\n",
+                p.mul, p.fma, p.add, p.cvt);
+  }
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
       std::vector<SvdquantPacked> ring;

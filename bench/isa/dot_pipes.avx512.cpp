@@ -1,0 +1,56 @@
+// The dot-pipe probe (support/dot_pipes.hpp): each variant is one asm block
+// (operands set up, then a counted loop) on registers only, so that nothing
+// but the instructions' pipes decides its speed.
+#include "support/dot_pipes.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace mixq::bench {
+namespace {
+
+// zmm30 / zmm31: zero bytes (the dots' operands); zmm28 = zmm29 = 1.0f.
+#define MIXQ_SETUP                                                                  \
+  "vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"        \
+  "vpternlogd $0xff, %%zmm29, %%zmm29, %%zmm29\n\tvpsrld $25, %%zmm29, %%zmm29\n\t" \
+  "vpslld $23, %%zmm29, %%zmm29\n\tvmovaps %%zmm29, %%zmm28\n\t"
+#define MIXQ_DOT(i) "vpdpbusd %%zmm30, %%zmm31, %%zmm" #i "\n\t"
+#define MIXQ_DOTS12                                                                                             \
+  MIXQ_DOT(0) MIXQ_DOT(1) MIXQ_DOT(2) MIXQ_DOT(3) MIXQ_DOT(4) MIXQ_DOT(5) MIXQ_DOT(6) MIXQ_DOT(7) MIXQ_DOT(8) \
+  MIXQ_DOT(9) MIXQ_DOT(10) MIXQ_DOT(11)
+#define MIXQ_THREE(op) \
+  op " %%zmm29, %%zmm28, %%zmm12\n\t" op " %%zmm29, %%zmm28, %%zmm13\n\t" op " %%zmm29, %%zmm28, %%zmm14\n\t"
+#define MIXQ_THREE1(op) op " %%zmm29, %%zmm12\n\t" op " %%zmm29, %%zmm13\n\t" op " %%zmm29, %%zmm14\n\t"
+#define MIXQ_LOOP(body)                                                                                       \
+  asm volatile(MIXQ_SETUP "1:\n\t" body "dec %0\n\tjnz 1b"                                                    \
+               : "+r"(n)                                                                                      \
+               :                                                                                              \
+               : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+                 "xmm11", "xmm12", "xmm13", "xmm14", "xmm28", "xmm29", "xmm30", "xmm31")
+
+constexpr long kRounds = 20'000'000;
+
+// Seconds for kRounds iterations of loop(n), the best of three.
+template <class Loop>
+double best_time(Loop loop) {
+  double best = 1e30;
+  for (int t = 0; t < 3; ++t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    loop(kRounds);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+DotPipeShares measure_dot_pipe_shares() {
+  const double dots = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12); });
+  const double mul = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); });
+  const double add = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); });
+  const double cvt = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE1("vcvtdq2ps")); });
+  const double fma = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); });
+  return {mul / dots, add / dots, cvt / dots, fma / dots};
+}
+
+}  // namespace mixq::bench
