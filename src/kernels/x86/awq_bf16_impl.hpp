@@ -22,7 +22,6 @@
 #include "kernels/stream_prefetch.hpp"
 #include "kernels/x86/awq_w4a16_impl.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/threads.hpp"
 #include "util/parallel.hpp"
 
 namespace mixq::kernels::x86 {
@@ -182,11 +181,8 @@ __attribute__((always_inline)) inline void awq_bf16(const AwqPacked& w, const fl
   } else {
     // Chunks of at most kLargeRows rows, as many per thread (whole chunks
     // left M = 17..32 on one thread: M = 32 took 0.9x the time of M = 64).
-    const int64_t rows = util::balanced_block_rows(m, T::kLargeRows, 4, mixq::num_threads());
-    util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b)
-        bf16_run<T, false>(w, a, b * rows, std::min(m, (b + 1) * rows), 0, w.panels, y);
-    });
+    util::parallel_for_row_blocks(m, T::kLargeRows, 4,
+                                  [&](int64_t r0, int64_t r1) { bf16_run<T, false>(w, a, r0, r1, 0, w.panels, y); });
   }
 }
 

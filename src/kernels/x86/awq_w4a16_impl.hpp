@@ -33,7 +33,6 @@
 #include "kernels/x86/awq_w4a16.hpp"
 #include "kernels/x86/float_gemm_impl.hpp"
 #include "kernels/x86/simd_traits.hpp"
-#include "mixq/threads.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 
@@ -351,12 +350,8 @@ void awq_fma_with(const AwqPacked& w, const float* x, int64_t m, float* y) {
   } else {
     // Chunks of at most kChunk rows (whole B-row blocks), as many per thread
     // (whole chunks of kChunk rows left M = 17..128 on one thread).
-    const int64_t chunk_blocks = util::balanced_block_rows(m, T::kChunk, B, mixq::num_threads()) / B;
-    util::parallel_for((blocks + chunk_blocks - 1) / chunk_blocks, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t chunk = begin; chunk < end; ++chunk) {
-        const int64_t b0 = chunk * chunk_blocks, b1 = std::min(blocks, (chunk + 1) * chunk_blocks);
-        awq_panels<V, T, Packed, false>(w, block_x, b0, b1, m, 0, w.panels, y);
-      }
+    util::parallel_for_row_blocks(m, T::kChunk, B, [&](int64_t r0, int64_t r1) {
+      awq_panels<V, T, Packed, false>(w, block_x, r0 / B, (r1 + B - 1) / B, m, 0, w.panels, y);
     });
   }
 }

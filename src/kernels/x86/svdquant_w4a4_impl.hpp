@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "mixq/threads.hpp"
 #include "util/parallel.hpp"
 #include "util/phase_timer.hpp"
 #include "kernels/ref/svdquant_common.hpp"
@@ -230,6 +229,13 @@ void finish(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m0, int64_t
   }
 }
 
+// At least `bytes` of this thread's scratch from `buffer` (kept between
+// calls, grow-only), 64-byte aligned: the unpacked panels.
+inline uint8_t* aligned_scratch(std::vector<uint8_t>& buffer, size_t bytes) {
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
+  return buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+}
+
 // A group of CB panels unpacked for large M (SvdquantTile::kUnpackLargeM) in
 // this thread's buffer: the weights as bytes (unpack_nibble_rows: K·16 bytes
 // a panel, octet o's low nibbles at 128·o, its high ones 64 bytes further),
@@ -419,9 +425,7 @@ void rows_unpacked(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_be
   const int64_t octets = pk.k / 8, groups = pk.k / svdq::kGroup, np = pk.panels * 16;
   const int64_t weight_bytes = CB * octets * 128, floats = (groups + pk.rank) * kCols;
   thread_local std::vector<uint8_t> buffer;
-  const size_t bytes = static_cast<size_t>(weight_bytes + floats * 4);
-  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
-  uint8_t* b = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  uint8_t* b = aligned_scratch(buffer, static_cast<size_t>(weight_bytes + floats * 4));
   float* wscale = reinterpret_cast<float*>(b + weight_bytes);
   float* up_t = wscale + groups * kCols;
   for (int c = 0; c < CB; ++c)
@@ -475,9 +479,7 @@ void one_row(const SvdquantPacked& pk, const SvdquantActs& a, int64_t p_begin, i
 template <class V>
 void run_amx(const SvdquantPacked& pk, const SvdquantActs& a, int64_t m_begin, int64_t m_end, float* y) {
   thread_local std::vector<uint8_t> buffer;
-  const size_t bytes = static_cast<size_t>(pk.k * 16);
-  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
-  uint8_t* b = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+  uint8_t* b = aligned_scratch(buffer, static_cast<size_t>(pk.k * 16));
   const int64_t tiles_end = m_begin + (m_end - m_begin) / 16 * 16;
   for (int64_t p = 0; p < pk.panels; ++p) {
     unpack_nibble_rows<V>(reinterpret_cast<const uint8_t*>(pk.weight.data() + p * (pk.k / 8) * 16), pk.k / 8, b);
@@ -535,20 +537,15 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
       // codes stay in L2 while every panel, unpacked once per chunk, passes
       // over them; whole chunks left M = 17..256 on one thread).
       constexpr int64_t kAmxRowChunk = 256;
-      const int64_t rows = util::balanced_block_rows(m, kAmxRowChunk, 16, mixq::num_threads());
-      util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
-        for (int64_t b = begin; b < end; ++b) svdquant_amx_rows(pk, a, b * rows, std::min(m, (b + 1) * rows), y);
-      });
+      util::parallel_for_row_blocks(m, kAmxRowChunk, 16,
+                                    [&](int64_t r0, int64_t r1) { svdquant_amx_rows(pk, a, r0, r1, y); });
     }
   } else {
     // Chunks of at most kSvdquantRowChunk rows, as many per thread (with
     // whole chunks of 128 rows, M = 64 and 128 ran on one thread, as slowly as
     // M = 256 on two).
-    const int64_t rows = util::balanced_block_rows(m, kSvdquantRowChunk, Tile::kRows, mixq::num_threads());
-    util::parallel_for((m + rows - 1) / rows, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t b = begin; b < end; ++b)
-        run<V, Tile>(pk, a, b * rows, std::min(m, (b + 1) * rows), 0, pk.panels, 0, y);
-    });
+    util::parallel_for_row_blocks(m, kSvdquantRowChunk, Tile::kRows,
+                                  [&](int64_t r0, int64_t r1) { run<V, Tile>(pk, a, r0, r1, 0, pk.panels, 0, y); });
   }
 }
 
