@@ -65,6 +65,7 @@ struct SvdquantTile {
   static constexpr int64_t kUnpackMinRows = 96, kUnpackMaxK = 3072;
 };
 constexpr int64_t kSvdquantRowChunk = 128;  // codes of 128 rows (K bytes each) stay in L2
+constexpr int64_t kSvdquantSmallM = 16;     // up to this many rows: memory-bound, panels split over the threads
 
 // svdq::quantize_act_row vectorised, with the same fp32 operations, so the
 // codes, scales and sums are those of the reference: (x + shift) / smooth;
@@ -156,15 +157,15 @@ void lora_down_rows(const float* x, int64_t k, const StoredView& proj_down, int6
   }
 }
 
-// proj_down as lora_down_rows reads it for a call of m rows: past 16 rows (the
-// large-M path), a 16-bit array is widened to f32 once per call into this
-// thread's buffer (kept between calls, grow-only), so that the loop loads it
-// without widening every vector: that loop ran 1.35x faster at M = 2048 on
-// Zen 5 (one thread, K = 3072, BF16).
+// proj_down as lora_down_rows reads it for a call of m rows: past
+// kSvdquantSmallM rows (the large-M path), a 16-bit array is widened to f32
+// once per call into this thread's buffer (kept between calls, grow-only), so
+// that the loop loads it without widening every vector: that loop ran 1.35x
+// faster at M = 2048 on Zen 5 (one thread, K = 3072, BF16; scratch harness).
 template <class V>
 StoredView down_for_rows(const SvdquantPacked& pk, int64_t m) {
   const StoredView stored(pk.proj_down);
-  if (m <= 16 || pk.proj_down.width() == FloatWidth::f32) return stored;
+  if (m <= kSvdquantSmallM || pk.proj_down.width() == FloatWidth::f32) return stored;
   thread_local std::vector<float> widened;
   const int64_t count = pk.k * pk.rank_pad;  // a multiple of kSvdquantRankPad, so of kLanes
   if (widened.size() < static_cast<size_t>(count)) widened.resize(static_cast<size_t>(count));
@@ -522,7 +523,7 @@ __attribute__((always_inline)) inline void svdquant_forward(const SvdquantPacked
   });
   prepare.end();
   util::PhaseScope gemm("W4A4 GEMM + low-rank up + epilogue");
-  if (m <= 16) {
+  if (m <= kSvdquantSmallM) {
     // Memory-bound: each thread streams its own panels once, in groups of
     // the block's panels.
     const int64_t group = m == 1 ? Tile::kOneRowPanels : Tile::kPanels;
