@@ -34,7 +34,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, 
 // panel, an odd panel count, rows 4 KiB apart (48 x 4032 padded by 64: the
 // panels side by side run lagged, panels_lag) with and without a K tail,
 // and with K a multiple of 256 (48 x 4096, 48 x 3840 padded by 256: the
-// rows are staged, stage_rows);
+// rows are staged, stage_rows), and 9 or 10 panels (144 x 1000 padded by
+// 24, 160 x 2112: an odd and an even count of whole steps);
 // once with FP8 activations (exact products: the plain sum) and once with
 // raw f32 ones (std::fma chains). A second weight
 // puts the special codes in some columns: E4M3 NaN, E5M2 inf and NaN.
@@ -46,7 +47,7 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
                 x86::fp8_table_decode_supported() ? "" : "AVX-512 VBMI");
   for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
                   Shape{33, 200, 64}, Shape{48, 4032, 64}, Shape{48, 4090, 6}, Shape{48, 4096, 0},
-                  Shape{48, 3840, 256}}) {
+                  Shape{48, 3840, 256}, Shape{144, 1000, 24}, Shape{160, 2112, 0}}) {
     for (T type : {T::e4m3, T::e5m2, T::mxfp8}) {
       const int64_t k = type == T::mxfp8 ? (s.k + 31) / 32 * 32 : s.k, blocks = k / 32;
       const int64_t row_bytes = k + s.pad;
@@ -88,7 +89,8 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
           expect_bits_equal(want, got, "in place");
         }
       }
-      // Special codes in columns 3, 17 and n - 1 at different k: E4M3 NaN
+      // Special codes in columns 3, 21 and n - 1 at different k (rows 3, 5 and
+      // 15 of their panels: three of the transposed registers' lanes): E4M3 NaN
       // (0x7F, 0xFF), E5M2 inf, -NaN and NaN (0x7C, 0xFD, 0x7F). Where the
       // chain gives NaN the kernel must too (E4M3: its NaN columns), else
       // the same bits (E5M2's infinities).
@@ -96,7 +98,7 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
       const uint8_t special[3] = {e5m2 ? uint8_t{0x7C} : uint8_t{0x7F}, e5m2 ? uint8_t{0xFD} : uint8_t{0xFF}, 0x7F};
       std::vector<uint8_t> special_codes = codes;
       std::vector<float> special_value = value;
-      const int64_t special_cols[] = {3, std::min<int64_t>(17, s.n - 1), s.n - 1};
+      const int64_t special_cols[] = {3, std::min<int64_t>(21, s.n - 1), s.n - 1};
       for (int64_t i = 0; i < 3; ++i) {
         const int64_t r = special_cols[i], c = (k - 1) * i / 2;
         special_codes[r * row_bytes + c] = special[i];

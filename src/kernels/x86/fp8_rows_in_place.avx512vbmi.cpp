@@ -119,6 +119,11 @@ template <int R, int J, int Lag, class Codes>
 void panels_in_registers(const Call& c, int64_t p, bool staged) {
   const FloatPanels& w = *c.w;
   const int64_t k = w.k, stride = w.rows_stride, n = w.n;
+  // The call's fields in locals: read through `c` inside the steps, GCC
+  // reloaded them from memory at every row.
+  const float* const a = c.a;
+  const int64_t lda = c.lda, prefetch = c.prefetch;
+  const bool to_l2 = c.prefetch_hint == _MM_HINT_T1;
   // Staged: the panels' rows are copied kStageBytes of k at a time into two
   // halves of a buffer (rows kStageBytes apart: in 16 sets), chunk q + 1
   // while chunk q is read, two rows a step (staged_copy).
@@ -158,6 +163,15 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
     };
     int64_t most = 0;
     for (int j = 0; j < J; ++j) most = std::max(most, count_of(j));
+    // The sums and markers in locals for the step: updated through the
+    // lambda's captures, GCC stored every FMA's result to the stack (1.15x
+    // slower, BENCHMARKS.md "Issue 14 on Zen 5, ninth session").
+    __m512 sums[J][R];
+    __m512i nan[J];
+    for (int j = 0; j < J; ++j) {
+      nan[j] = seen[j];
+      for (int i = 0; i < R; ++i) sums[j][i] = acc[j][i];
+    }
     __m512i x[J][8];
     MIXQ_UNROLL
     for (int j = 0; j < J; ++j) {
@@ -178,13 +192,13 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
       for (int i = 0; i < 8; ++i) {
         const uint8_t* lo = rows + i * rows_apart;
         const uint8_t* hi = lo + 8 * rows_apart;
-        if (!staged && c.prefetch > 0) {  // staged rows are prefetched by staged_copy
-          if (c.prefetch_hint == _MM_HINT_T1) {
-            _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T1);
-            _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T1);
+        if (!staged && prefetch > 0) {  // staged rows are prefetched by staged_copy
+          if (to_l2) {
+            _mm_prefetch(reinterpret_cast<const char*>(lo + prefetch), _MM_HINT_T1);
+            _mm_prefetch(reinterpret_cast<const char*>(hi + prefetch), _MM_HINT_T1);
           } else {
-            _mm_prefetch(reinterpret_cast<const char*>(lo + c.prefetch), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char*>(hi + c.prefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(lo + prefetch), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(hi + prefetch), _MM_HINT_T0);
           }
         }
         x[j][i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(live, lo)),
@@ -206,7 +220,7 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
       MIXQ_UNROLL
       for (int j = 0; j < J; ++j) {
         bf16_bytes<Codes>(x[j][t], hi[j], lo[j]);
-        if constexpr (Codes::kNanMarker) seen[j] = _mm512_or_si512(seen[j], lo[j]);
+        if constexpr (Codes::kNanMarker) nan[j] = _mm512_or_si512(nan[j], lo[j]);
       }
       MIXQ_UNROLL
       for (int u = 0; u < 4; ++u) {
@@ -219,9 +233,13 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
           if constexpr (Codes::kBlockScaled) wv = _mm512_mul_ps(wv, scale[j]);
           MIXQ_UNROLL
           for (int i = 0; i < R; ++i)
-            acc[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(c.a[i * c.lda + s]), wv, acc[j][i]);
+            sums[j][i] = _mm512_fmadd_ps(_mm512_set1_ps(a[i * lda + s]), wv, sums[j][i]);
         }
       }
+    }
+    for (int j = 0; j < J; ++j) {
+      seen[j] = nan[j];
+      for (int i = 0; i < R; ++i) acc[j][i] = sums[j][i];
     }
   };
   // Steps where every panel reads 32 k, between the edges where some wait.
