@@ -164,8 +164,9 @@ void panels_in_registers(const Call& c, int64_t p, bool staged) {
     int64_t most = 0;
     for (int j = 0; j < J; ++j) most = std::max(most, count_of(j));
     // The sums and markers in locals for the step: updated through the
-    // lambda's captures, GCC stored every FMA's result to the stack (1.15x
-    // slower, BENCHMARKS.md "Issue 14 on Zen 5, ninth session").
+    // lambda's captures, GCC stored every FMA's result to the stack (1.1-1.2x
+    // slower at one token, 1.6-1.8x at four, cache-resident; BENCHMARKS.md
+    // "Issue 14 on Zen 5, ninth session").
     __m512 sums[J][R];
     __m512i nan[J];
     for (int j = 0; j < J; ++j) {
