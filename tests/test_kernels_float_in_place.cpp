@@ -35,7 +35,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, 
 // panels side by side run lagged, panels_lag) with and without a K tail,
 // and with K a multiple of 256 (48 x 4096, 48 x 3840 padded by 256: the
 // rows are staged, stage_rows), and 9 or 10 panels (144 x 1000 padded by
-// 24, 160 x 2112: an odd and an even count of whole steps);
+// 24, 160 x 2112: several groups of panels side by side per thread, and a
+// panel left alone);
 // once with FP8 activations (exact products: the plain sum) and once with
 // raw f32 ones (std::fma chains). A second weight
 // puts the special codes in some columns: E4M3 NaN, E5M2 inf and NaN.
