@@ -14,8 +14,15 @@ import gc
 import json
 import sys
 import time
+import weakref
 
 import torch
+# Before init_process_group(), as a user's script imports it: diffusers
+# imports torch._dynamo, which imports torch.distributed.nn.functional, whose
+# defaults (group=group.WORLD) are evaluated then. Imported after, they held
+# the default group past destroy_process_group(), and the gloo group, alive at
+# interpreter exit, aborted about one launch in six there (docs/TP.md).
+from diffusers import FluxTransformer2DModel
 
 CONFIG = dict(patch_size=1, in_channels=64, num_layers=2, num_single_layers=2, attention_head_dim=128,
               num_attention_heads=4, joint_attention_dim=256, pooled_projection_dim=128,
@@ -24,8 +31,6 @@ IMG, TXT = 64, 16  # 8x8 latent tokens, 16 text tokens
 
 
 def new_model(device="meta"):
-    from diffusers import FluxTransformer2DModel
-
     with torch.device(device):
         return FluxTransformer2DModel(**CONFIG).eval()
 
@@ -135,7 +140,14 @@ def main(out_dir, paths):
         del model
     with open(f"{out_dir}/stats-rank{rank}.json", "w") as f:
         json.dump(results, f)
+    world = weakref.ref(dist.group.WORLD)
     dist.destroy_process_group()
+    gc.collect()
+    # Nothing of mixq's or the model's keeps the group: a group alive into
+    # interpreter shutdown can abort the rank there, after its work is done.
+    if world() is not None:
+        sys.exit(f"tp_flux_worker rank {rank}: the process group outlived destroy_process_group() "
+                 f"({sys.getrefcount(world()) - 1} references)")
     stage(rank, "done")
 
 

@@ -21,6 +21,8 @@ group (gloo on CPUs).
 """
 from __future__ import annotations
 
+import sys
+import warnings
 import weakref
 from typing import Optional
 
@@ -72,7 +74,23 @@ def tp_layout(group) -> TpLayout:
     if not 0 <= rank < size:
         raise Error(f"load_quantized: tp_group rank {rank} is out of range for tensor-parallel degree {size} "
                     f"(ranks 0..{size - 1})")
+    if held_by_torch_defaults(group):
+        warnings.warn("load_quantized: torch.distributed.nn.functional was imported after init_process_group() "
+                      "(diffusers and torch._dynamo import it), and its functions' defaults (group=group.WORLD) "
+                      "hold this process group: it outlives destroy_process_group(), and a gloo group alive at "
+                      "interpreter exit can abort the process there. Import diffusers (or torch._dynamo) before "
+                      "init_process_group() (docs/TP.md, \"The group's lifetime\").", RuntimeWarning, stacklevel=4)
     return TpLayout(group, rank, size)
+
+
+def held_by_torch_defaults(group) -> bool:
+    """Whether a function of torch.distributed.nn.functional holds ``group``
+    as a default argument: its defaults (``group=group.WORLD``) are evaluated
+    when the module is imported, so an import after init_process_group()
+    pins the default group for the life of the interpreter."""
+    module = sys.modules.get("torch.distributed.nn.functional")
+    functions = vars(module).values() if module is not None else ()
+    return any(d is group for f in functions for d in (getattr(f, "__defaults__", None) or ()))
 
 
 def all_gather_last(y: torch.Tensor, tp: TpLayout, parts: int = 1) -> torch.Tensor:
