@@ -8,6 +8,7 @@
 // lacks is skipped by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -229,16 +230,21 @@ TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
       }
     }
   }
-  // The GEMV (M <= kNvfp4InPlaceGemvM) converts the same scales its own way.
+  // The GEMVs (M <= kNvfp4InPlaceGemvM: 8 rows a ymm, and with AVX-512
+  // VBMI from 2 rows 16 a zmm) convert the same scales their own ways.
   for (int64_t m = 1; m <= x86::kNvfp4InPlaceGemvM; ++m) {
     const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 78 + m, 1.0f);
     std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -1.0f);
     kernels::ref::nvfp4_w4a4(x.data(), m, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
     x86::Nvfp4Activation act;
     x86::nvfp4_quantize_avx2(x.data(), m, k, blocks, nullptr, std::nullopt, act);
-    x86::nvfp4_gemm_avx2(act, in_place, nullptr, got.data(), false);
     SCOPED_TRACE(::testing::Message() << "M = " << m);
-    expect_bits_equal(want, got, "nvfp4 in-place GEMV, every scale code");
+    x86::nvfp4_gemm_avx2(act, in_place, nullptr, got.data(), false);
+    expect_bits_equal(want, got, "nvfp4 in-place GEMV (ymm), every scale code");
+    if (!x86::nvfp4_avx512_supported()) continue;
+    std::fill(got.begin(), got.end(), -1.0f);
+    x86::nvfp4_gemm_avx512(act, in_place, nullptr, got.data());
+    expect_bits_equal(want, got, "nvfp4 in-place GEMV (zmm), every scale code");
   }
 }
 

@@ -31,7 +31,9 @@ constexpr int64_t kNvfp4PanelBlockBytes = 144;
 //   forward (a mapped file's pages are then the only copy). `codes` holds
 //   [rows, row_bytes] hi-first nibbles, `scales` the swizzled E4M3 tiles.
 //   M <= kNvfp4InPlaceGemvM rows run a GEMV with lanes along k (8 weight
-//   rows per step, block sums moved into row lanes before the f32 epilogue);
+//   rows per step; 16 in zmm from 2 rows with AVX-512 VBMI,
+//   nvfp4_gemv16_impl.hpp; block sums moved into row lanes before the f32
+//   epilogue);
 //   larger M decode each group of panels from the rows into the same
 //   per-thread buffer the packed large-M path uses. Both give the packed
 //   kernels' bits.

@@ -38,6 +38,9 @@
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "kernels/x86/nvfp4_w4a4_parts.hpp"
 #include "kernels/x86/simd_traits.hpp"
+#if defined(__AVX512VBMI__)
+#include "kernels/x86/nvfp4_gemv16_impl.hpp"
+#endif
 #include "mixq/error.hpp"
 #include "mixq/threads.hpp"
 
@@ -430,6 +433,10 @@ __attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act
   const int64_t m = act.m;
   if (m <= 0 || w.n <= 0) return;
   if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
+#if defined(__AVX512VBMI__)
+    if constexpr (V::kLanes == 16)  // 16 rows a zmm (nvfp4_gemv16_impl.hpp)
+      if (m >= kGemv16MinRows) return gemv16_in_place(job, w);
+#endif
     gemv_in_place<V>(job, w);
   } else if (m >= kNvfp4LargeM || w.in_place()) {
     util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V>(job, w, p0, p1); });
