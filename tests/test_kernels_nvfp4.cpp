@@ -230,9 +230,10 @@ TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
       }
     }
   }
-  // The GEMVs (M <= kNvfp4InPlaceGemvM: 8 rows a ymm, and with AVX-512
-  // VBMI from 2 rows 16 a zmm) convert the same scales their own ways.
-  for (int64_t m = 1; m <= x86::kNvfp4InPlaceGemvM; ++m) {
+  // The GEMVs (8 rows a ymm up to kNvfp4InPlaceGemvM rows; with AVX-512
+  // VBMI 16 a zmm from 2 to kNvfp4InPlaceGemv16M) convert the same scales
+  // their own ways; past its bound, the ymm call runs the panel decode.
+  for (int64_t m = 1; m <= std::max(x86::kNvfp4InPlaceGemvM, x86::kNvfp4InPlaceGemv16M); ++m) {
     const std::vector<float> x = random_floats(static_cast<size_t>(m * k), 78 + m, 1.0f);
     std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -1.0f);
     kernels::ref::nvfp4_w4a4(x.data(), m, k, w.view(), n, std::nullopt, nullptr, nullptr, want.data());
@@ -240,7 +241,7 @@ TEST(KernelsFloat, Nvfp4InPlacePanelsHoldTheDecodedLayout) {
     x86::nvfp4_quantize_avx2(x.data(), m, k, blocks, nullptr, std::nullopt, act);
     SCOPED_TRACE(::testing::Message() << "M = " << m);
     x86::nvfp4_gemm_avx2(act, in_place, nullptr, got.data(), false);
-    expect_bits_equal(want, got, "nvfp4 in-place GEMV (ymm), every scale code");
+    expect_bits_equal(want, got, "nvfp4 in place (ymm), every scale code");
     if (!x86::nvfp4_avx512_supported()) continue;
     std::fill(got.begin(), got.end(), -1.0f);
     x86::nvfp4_gemm_avx512(act, in_place, nullptr, got.data());

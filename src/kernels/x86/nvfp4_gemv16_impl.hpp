@@ -1,5 +1,5 @@
 #pragma once
-// NVFP4 weights read in place against 2 .. kNvfp4InPlaceGemvM rows, with
+// NVFP4 weights read in place against 2 .. kNvfp4InPlaceGemv16M rows, with
 // AVX-512 VBMI: nvfp4_in_place_impl.hpp's k-lane GEMV over 16 weight rows at
 // a time instead of 8, in zmm. Include only from nvfp4_w4a4_impl.hpp in the
 // avx512vbmi translation unit.
@@ -21,6 +21,8 @@
 // but at one row no faster in the fast read phase and slower in the slow one
 // (both loops then wait on memory the same way, and how this one's 16 row
 // streams fare there is not understood), so one row keeps the ymm loop.
+// Past 8 rows it also beats the panel decode that the ymm loop hands over
+// to (kNvfp4InPlaceGemv16M).
 
 #include <immintrin.h>
 

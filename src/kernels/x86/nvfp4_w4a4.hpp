@@ -31,9 +31,9 @@ constexpr int64_t kNvfp4PanelBlockBytes = 144;
 //   forward (a mapped file's pages are then the only copy). `codes` holds
 //   [rows, row_bytes] hi-first nibbles, `scales` the swizzled E4M3 tiles.
 //   M <= kNvfp4InPlaceGemvM rows run a GEMV with lanes along k (8 weight
-//   rows per step; 16 in zmm from 2 rows with AVX-512 VBMI,
-//   nvfp4_gemv16_impl.hpp; block sums moved into row lanes before the f32
-//   epilogue);
+//   rows per step; with AVX-512 VBMI 2 .. kNvfp4InPlaceGemv16M rows run one
+//   with 16 in zmm, nvfp4_gemv16_impl.hpp; block sums moved into row lanes
+//   before the f32 epilogue);
 //   larger M decode each group of panels from the rows into the same
 //   per-thread buffer the packed large-M path uses. Both give the packed
 //   kernels' bits.
@@ -58,6 +58,11 @@ struct Nvfp4Weights {
 // 3, 1.1-1.2x at 8; bench_in_place --format nvfp4, BENCHMARKS.md "Zen 4,
 // third session"); it was 2 when each row decoded the group again.
 constexpr int64_t kNvfp4InPlaceGemvM = 8;
+// The same bound for the 16-row zmm GEMV (AVX-512 VBMI, from 2 rows;
+// nvfp4_gemv16_impl.hpp): on Zen 5 1.5x the panel decode at 9 rows, 1.25-1.3x
+// at 12, 1.1-1.15x at 16, from DRAM (bench_in_place --format nvfp4,
+// BENCHMARKS.md "Issue 14 on Zen 5, tenth session").
+constexpr int64_t kNvfp4InPlaceGemv16M = 16;
 
 // codes [rows, row_bytes] hi-first; scales swizzled for [rows, row_bytes*2/16].
 Nvfp4Weights nvfp4_pack(const uint8_t* codes, int64_t rows, int64_t row_bytes, const uint8_t* scales,

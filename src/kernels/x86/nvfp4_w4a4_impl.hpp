@@ -432,11 +432,11 @@ __attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act
   const Nvfp4Job job{&act, bias, y, w.n, act.global * w.global};
   const int64_t m = act.m;
   if (m <= 0 || w.n <= 0) return;
-  if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
 #if defined(__AVX512VBMI__)
-    if constexpr (V::kLanes == 16)  // 16 rows a zmm (nvfp4_gemv16_impl.hpp)
-      if (m >= kGemv16MinRows) return gemv16_in_place(job, w);
+  if constexpr (V::kLanes == 16)  // 16 rows a zmm (nvfp4_gemv16_impl.hpp)
+    if (w.in_place() && m >= kGemv16MinRows && m <= kNvfp4InPlaceGemv16M) return gemv16_in_place(job, w);
 #endif
+  if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
     gemv_in_place<V>(job, w);
   } else if (m >= kNvfp4LargeM || w.in_place()) {
     util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V>(job, w, p0, p1); });
