@@ -183,31 +183,11 @@ void gemv16_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivati
   }
 }
 
-// gemv_in_place over groups of 16 weight rows; a last group of fewer is
-// copied (zero-padded) so that no read passes the tensor's end.
+// gemv_in_place over groups of 16 weight rows.
 inline void gemv16_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
   const GemvActivation xo = gemv_activation(*job.act);
-  const int64_t m = job.act->m;
-  util::parallel_for((w.n + 15) / 16, 2, [&](int64_t g0, int64_t g1, int) {
-    std::vector<uint8_t> tail;
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * 16;
-      const uint8_t* rows = w.codes + r0 * w.row_bytes;
-      if (r0 + 16 > w.n) {
-        tail.assign(static_cast<size_t>(16 * w.row_bytes), 0);
-        if (w.row_bytes > 0) std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
-        rows = tail.data();
-      }
-      const Scales16 scales = scales16(w, r0);
-      for (int64_t i = 0; i < m; i += 4) {
-        switch (std::min<int64_t>(4, m - i)) {
-          case 1: gemv16_group<1>(job, w, xo, i, r0, rows, w.row_bytes, scales); break;
-          case 2: gemv16_group<2>(job, w, xo, i, r0, rows, w.row_bytes, scales); break;
-          case 3: gemv16_group<3>(job, w, xo, i, r0, rows, w.row_bytes, scales); break;
-          default: gemv16_group<4>(job, w, xo, i, r0, rows, w.row_bytes, scales); break;
-        }
-      }
-    }
+  gemv_row_groups<16>(job, w, 2, [&]<int R>(const uint8_t* rows, int64_t r0, int64_t i) {
+    gemv16_group<R>(job, w, xo, i, r0, rows, w.row_bytes, scales16(w, r0));
   });
 }
 

@@ -261,36 +261,41 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
   }
 }
 
-// Each group of 8 weight rows is read from DRAM once; activation rows past
-// the first 4 reuse it from cache (decoding it again). A last group of fewer than 8
-// rows is copied (zero-padded) so that no read passes the tensor's end.
-template <class V>
-void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
-  using D = GemvDot<V>;
-  const GemvActivation xo = gemv_activation(*job.act);
+// Groups of G weight rows over the threads (`grain` groups at least a
+// chunk), each read from DRAM once: group<R>(rows, r0, i) for activation
+// rows i .. i + R - 1, up to 4 a pass (rows past the first 4 reuse the group
+// from cache, decoding it again). A last group of fewer than G rows is
+// copied (zero-padded) so that no read passes the tensor's end.
+template <int64_t G, class Group>
+void gemv_row_groups(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t grain, Group group) {
   const int64_t m = job.act->m;
-  util::parallel_for((w.n + 7) / 8, 4, [&](int64_t g0, int64_t g1, int) {
+  util::parallel_for((w.n + G - 1) / G, grain, [&](int64_t g0, int64_t g1, int) {
     std::vector<uint8_t> tail;
     for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * 8;
+      const int64_t r0 = g * G;
       const uint8_t* rows = w.codes + r0 * w.row_bytes;
-      if (r0 + 8 > w.n) {
-        tail.assign(static_cast<size_t>(8 * w.row_bytes), 0);
+      if (r0 + G > w.n) {
+        tail.assign(static_cast<size_t>(G * w.row_bytes), 0);
         if (w.row_bytes > 0) std::memcpy(tail.data(), rows, static_cast<size_t>((w.n - r0) * w.row_bytes));
         rows = tail.data();
       }
-      const ScaleRows sr = scale_rows(w, r0);
-      // Up to 4 activation rows per pass over the group (its rows in L1 or
-      // L2 after the first).
       for (int64_t i = 0; i < m; i += 4) {
         switch (std::min<int64_t>(4, m - i)) {
-          case 1: gemv_group<D, 1>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
-          case 2: gemv_group<D, 2>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
-          case 3: gemv_group<D, 3>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
-          default: gemv_group<D, 4>(job, w, xo, i, r0, rows, w.row_bytes, sr); break;
+          case 1: group.template operator()<1>(rows, r0, i); break;
+          case 2: group.template operator()<2>(rows, r0, i); break;
+          case 3: group.template operator()<3>(rows, r0, i); break;
+          default: group.template operator()<4>(rows, r0, i); break;
         }
       }
     }
+  });
+}
+
+template <class V>
+void gemv_in_place(const Nvfp4Job& job, const Nvfp4Weights& w) {
+  const GemvActivation xo = gemv_activation(*job.act);
+  gemv_row_groups<8>(job, w, 4, [&]<int R>(const uint8_t* rows, int64_t r0, int64_t i) {
+    gemv_group<GemvDot<V>, R>(job, w, xo, i, r0, rows, w.row_bytes, scale_rows(w, r0));
   });
 }
 
