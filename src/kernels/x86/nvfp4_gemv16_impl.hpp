@@ -17,7 +17,7 @@
 //
 // Where (BENCHMARKS.md, "Issue 14 on Zen 5, tenth session"; Zen 5, 2
 // threads): with the weights in cache 1.5x the ymm loop at one row and 1.8x
-// at four; from DRAM 1.07-1.25x at 2 rows, 1.35-1.56x at 4, 1.5-1.6x at 8,
+// at four; from DRAM 1.07-1.4x at 2 rows, 1.2-1.6x at 4, 1.5-1.7x at 8,
 // but at one row no faster in the fast read phase and slower in the slow one
 // (both loops then wait on memory the same way, and how this one's 16 row
 // streams fare there is not understood), so one row keeps the ymm loop.
