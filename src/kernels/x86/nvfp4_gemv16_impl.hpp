@@ -104,7 +104,6 @@ inline void block_scales16(const Scales16& s, int64_t g, __m512* sw) {
 template <int R>
 void gemv16_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i0, int64_t r0,
                   const uint8_t* rows, int64_t stride, const Scales16& scales) {
-  const Nvfp4Activation& a = *job.act;
   const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
   const __m512i table = Avx512::table16(kWeightTable);
   const int8_t* x = xo.codes.data() + i0 * groups * kGemvGroupBytes;
@@ -112,9 +111,7 @@ void gemv16_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivati
   MIXQ_UNROLL
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   auto finish = [&](int r, int64_t b, __m512i d, __m512 sw) {
-    const size_t at = static_cast<size_t>((i0 + r) * blocks + b);
-    const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(d, _mm512_set1_epi32(a.comp[at])));
-    acc[r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(sw, _mm512_set1_ps(xo.scale256[at])), acc[r]);
+    acc[r] = gemv_block_fma<Avx512>(acc[r], d, sw, job, xo, static_cast<size_t>((i0 + r) * blocks + b));
   };
   // Blocks 4g .. 4g + count - 1; `load(p)` reads a row's 32 code bytes there.
   auto group = [&](int64_t g, int count, auto load) {
@@ -172,15 +169,8 @@ void gemv16_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivati
     const __mmask32 live = (__mmask32{1} << (8 * left)) - 1;
     group(whole, left, [&](const uint8_t* p) { return _mm256_maskz_loadu_epi8(live, p); });
   }
-  const int64_t valid = std::min<int64_t>(16, job.n - r0);
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1);
   MIXQ_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const __m512 sum = _mm512_shuffle_f32x4(acc[r], acc[r], 0xD8);
-    __m512 out = rounded(_mm512_mul_ps(_mm512_mul_ps(sum, _mm512_set1_ps(0.25f)), _mm512_set1_ps(job.alpha)));
-    if (job.bias) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, job.bias + r0));
-    _mm512_mask_storeu_ps(job.y + (i0 + r) * job.n + r0, mask, out);
-  }
+  for (int r = 0; r < R; ++r) gemv_store_rows<Avx512>(job, i0 + r, r0, _mm512_shuffle_f32x4(acc[r], acc[r], 0xD8));
 }
 
 // gemv_in_place over groups of 16 weight rows.

@@ -170,6 +170,25 @@ inline ScaleRows scale_rows(const Nvfp4Weights& w, int64_t r0) {
 // 0 .. 7, as a vpermd / vpermps index.
 inline __m256i rows_in_order() { return _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); }
 
+// The GEMVs' arithmetic per output, at any width V (Avx2: 8 weight rows,
+// Avx512: 16, a row per lane). One block of the chain: acc + float(dot +
+// comp)·((S_w / 256)·(S_x·256)), the last product S_w·S_x rounded once, as
+// the packed kernels' S_w·S_x.
+template <class V>
+inline typename V::F gemv_block_fma(typename V::F acc, typename V::I dot, typename V::F sw, const Nvfp4Job& job,
+                                    const GemvActivation& xo, size_t at) {
+  return V::fmadd(V::cvt(V::addi(dot, V::set1i(job.act->comp[at]))), V::mul(sw, V::set1(xo.scale256[at])), acc);
+}
+// The epilogue of activation row `row` for weight rows r0 .. (sum: in row
+// order): (sum·0.25)·alpha rounded, then the bias; rows past n not stored.
+template <class V>
+inline void gemv_store_rows(const Nvfp4Job& job, int64_t row, int64_t r0, typename V::F sum) {
+  const auto valid = V::mask(std::min<int64_t>(V::kLanes, job.n - r0));
+  typename V::F out = rounded(V::mul(V::mul(sum, V::set1(0.25f)), V::set1(job.alpha)));
+  if (job.bias) out = V::add(out, V::loadz(valid, job.bias + r0));
+  V::store(job.y + row * job.n + r0, valid, out);
+}
+
 // Weight rows [r0, r0 + 8), row t at rows + t·stride, against the R
 // activation rows from `i0`; `sr`: their scales (scale_rows). Each group of
 // 4 blocks is decoded and its scales widened once for the R rows: per half
@@ -180,18 +199,14 @@ template <class D, int R>
 void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation& xo, int64_t i0, int64_t r0,
                 const uint8_t* rows, int64_t stride, ScaleRows sr) {
   const uint8_t* scales = sr.span;
-  const Nvfp4Activation& a = *job.act;
   const int64_t blocks = w.blocks, groups = (blocks + 3) / 4;
   const __m256i table = Avx2::table16(kWeightTable), nibble = _mm256_set1_epi8(0x0F);
   const int8_t* x = xo.codes.data() + i0 * groups * kGemvGroupBytes;
   __m256 acc[R];
   MIXQ_UNROLL
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  // (S_w / 256)·(S_x·256) is S_w·S_x rounded once, as the packed kernels' S_w·S_x.
   auto finish = [&](int r, int64_t b, __m256i d, __m256 sw) {
-    const size_t at = static_cast<size_t>((i0 + r) * blocks + b);
-    const __m256 dot = _mm256_cvtepi32_ps(_mm256_add_epi32(d, _mm256_set1_epi32(a.comp[at])));
-    acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_set1_ps(xo.scale256[at])), acc[r]);
+    acc[r] = gemv_block_fma<Avx2>(acc[r], d, sw, job, xo, static_cast<size_t>((i0 + r) * blocks + b));
   };
   // Blocks 4g .. 4g + count - 1; `load(p)` reads a row's code bytes there.
   auto group = [&](int64_t g, int count, auto load) {
@@ -250,15 +265,8 @@ void gemv_group(const Nvfp4Job& job, const Nvfp4Weights& w, const GemvActivation
     const __m256i mask = Avx2::mask(2 * left);
     group(whole, left, [&](const uint8_t* p) { return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), mask); });
   }
-  const int64_t valid = std::min<int64_t>(8, job.n - r0);
-  const __m256i mask = Avx2::mask(valid);
   MIXQ_UNROLL
-  for (int r = 0; r < R; ++r) {
-    const __m256 sum = _mm256_permutevar8x32_ps(acc[r], rows_in_order());
-    __m256 out = rounded(_mm256_mul_ps(_mm256_mul_ps(sum, _mm256_set1_ps(0.25f)), _mm256_set1_ps(job.alpha)));
-    if (job.bias) out = _mm256_add_ps(out, _mm256_maskload_ps(job.bias + r0, mask));
-    _mm256_maskstore_ps(job.y + (i0 + r) * job.n + r0, mask, out);
-  }
+  for (int r = 0; r < R; ++r) gemv_store_rows<Avx2>(job, i0 + r, r0, _mm256_permutevar8x32_ps(acc[r], rows_in_order()));
 }
 
 // Groups of G weight rows over the threads (`grain` groups at least a
