@@ -79,6 +79,37 @@ TEST(SvdquantLinear, HandComputedSignedAndUnsigned) {
   EXPECT_NEAR(y[1], -73.0f, 1e-4f);
 }
 
+// A zero smoothing factor against a zero activation is 0 / 0 = NaN in the
+// quantizer: its code is byte 0 (qa = -8 for signed activations) on every
+// path, a defined result (a NaN float cast to an integer is undefined in C++;
+// found by fuzz_layers under UBSan). The low-rank branch reads the raw x = 0,
+// so the output stays finite. K = 64, N = 16, weights all +1, x = 1 but at
+// k = 5: q = 7 at 63 k, -8 at k = 5: dot = 441 - 8 = 433, y = 433 / 7.
+TEST(SvdquantLinear, ZeroOverZeroSmoothingIsCodeZeroOnEveryPath) {
+  IsaGuard guard;
+  testing::SvdParts p = testing::random_svd(16, 64, 1, 5, false);
+  p.weight.assign(p.weight.size(), 0x11);
+  p.wscale.assign(p.wscale.size(), 1.0f);
+  p.smooth.assign(64, 1.0f);
+  p.smooth[5] = 0.0f;
+  p.proj_down.assign(64, 0.0f);
+  auto l = layer_of(p, false);
+  for (int64_t m : {1, 2, 17, 130}) {
+    std::vector<float> x(static_cast<size_t>(m * 64), 1.0f);
+    for (int64_t r = 0; r < m; ++r) x[r * 64 + 5] = 0.0f;
+    const std::vector<float> ref = run(l->layer, KernelChoice::reference, x, m);
+    for (float v : ref) ASSERT_NEAR(v, 433.0f / 7.0f, 1e-4f) << "m=" << m;
+    for (int isa = 0; isa <= static_cast<int>(kernels::Isa::amx); ++isa) {
+      const auto level = static_cast<kernels::Isa>(isa);
+      if (!testing::kernel_path("svdquant:" + std::string(kernels::isa_name(level)), level)) continue;
+      kernels::set_isa(level);
+      const std::vector<float> fast = run(l->layer, KernelChoice::automatic, x, m);
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(fast[i], ref[i]) << "m=" << m << " isa=" << isa;
+    }
+    kernels::set_isa(kernels::best_isa());
+  }
+}
+
 TEST(SvdquantLinear, FastEqualsReferenceOnEveryIsa) {
   IsaGuard guard;
   struct Case {

@@ -20,6 +20,10 @@ constexpr float kShift = 0.171875f;
 //   x_main = x (+0.171875 when unsigned); v = x_main / smooth[k];
 //   s = max(max|v|, 1e-10) / qmax (7 signed, 15 unsigned);
 //   q = clamp(rint(v / s), -7..7 or 0..15).
+// A NaN v (a NaN input, or 0 / 0 where the smoothing factor is 0) gives code
+// byte 0, what x86's truncating conversion of NaN (0x80000000) leaves in the
+// low byte and the vector kernels store; converting a NaN float to an integer
+// is undefined in C++, so it is not left to the cast.
 // `tmp` holds k floats.
 inline void quantize_act_row(const float* x, const float* smooth, int64_t k, bool act_unsigned, float* tmp,
                              uint8_t* codes, float* scales, int32_t* code_sums) {
@@ -35,7 +39,7 @@ inline void quantize_act_row(const float* x, const float* smooth, int64_t k, boo
     int32_t sum = 0;
     for (int64_t i = 0; i < kGroup; ++i) {
       const float q = std::min(std::max(std::nearbyint(v[i] / s), lo), qmax) + offset;
-      const auto c = static_cast<uint8_t>(static_cast<int32_t>(q));
+      const auto c = std::isnan(q) ? uint8_t{0} : static_cast<uint8_t>(static_cast<int32_t>(q));
       codes[g * kGroup + i] = c;
       sum += c;
     }
