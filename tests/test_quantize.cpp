@@ -245,6 +245,43 @@ TEST(Quantize, FormatThatCannotHoldALayerFailsNamingItAndLeavesNothing) {
   fs::remove_all(dir);
 }
 
+// A NaN or an infinity in a source weight is refused for every format (it
+// would come out as some finite code, or as undefined behaviour in the 4-bit
+// quantizers: UBSan found it), naming the layer, the value and its place;
+// fallback=keep keeps that layer as it is and quantizes the rest.
+TEST(Quantize, NonFiniteWeightIsRefusedForEveryFormat) {
+  fs::path dir = testing::temp_dir("quantize_nonfinite");
+  for (const float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    CheckpointBuilder b;
+    std::vector<float> w = testing::random_floats(16 * 256, 3, 0.05f);
+    w[2 * 256 + 7] = bad;
+    b.add_float("bad.weight", DType::F32, {16, 256}, w);
+    b.add_float("good.weight", DType::F32, {16, 256}, testing::random_floats(16 * 256, 4, 0.05f));
+    const fs::path source = dir / "source.safetensors";
+    b.write(source);
+    QuantizeOptions options;
+    options.output = (dir / "out.safetensors").string();
+    options.watchdog = false;
+    for (const FormatTraits* format : all_formats()) {
+      if (!format->quantize || !format->from_marker) continue;  // the formats a rule can name
+      const std::string name(format->name);
+      try {
+        quantize_checkpoint({source.string()}, recipe_of({"*=" + name}), options);
+        ADD_FAILURE() << name << " quantized a weight holding " << bad;
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("layer 'bad'"), std::string::npos) << what;
+        EXPECT_NE(what.find(std::isnan(bad) ? "a NaN at [2, 7]" : "an infinity at [2, 7]"), std::string::npos) << what;
+      }
+      const QuantizeReport report = quantize_checkpoint({source.string()}, recipe_of({"*=" + name + ":fallback=keep"}),
+                                                        options);
+      for (const auto& l : report.layers) EXPECT_EQ(l.fell_back, l.prefix == "bad") << name << " " << l.prefix;
+      fs::remove(options.output);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Quantize, RefusesToOverwriteTheSourceOrAFullFolder) {
   fs::path dir = testing::temp_dir("quantize_source_safe");
   fs::path source_path = make_source(dir);

@@ -1,6 +1,7 @@
 // Stage 2 of `mixq quantize`: one layer. The recipe's format quantizes the
 // float weight, the marker is completed from the rule, and the result is read
 // back through the format's own validator: what we write must load.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,20 @@ const float* weight_f32(const TensorView& weight, std::vector<float>& buffer) {
     return reinterpret_cast<const float*>(data);
   buffer = to_f32(weight);
   return buffer.data();
+}
+
+// Every format's quantizer gets finite weights: a NaN or an infinity in the
+// source would otherwise come out as some finite code (the integer and 4-bit
+// formats), as a non-finite scale, or as undefined behaviour in a float to
+// integer conversion, the value lost without a word. Refused for every
+// format alike (FP8 could store a NaN code, but a checkpoint with NaN weights
+// is a broken model either way), so that `fallback=keep` keeps such a layer as
+// it is.
+void require_finite(const float* w, int64_t n, int64_t k) {
+  for (int64_t i = 0; i < n * k; ++i)
+    if (!std::isfinite(w[i]))
+      fail("the weight holds {} at [{}, {}]; quantized weights must be finite",
+           std::isnan(w[i]) ? "a NaN" : "an infinity", i / k, i % k);
 }
 
 bool role_known(const FormatTraits& format, const std::string& role) {
@@ -105,6 +120,7 @@ LayerResult quantize_layer(const Layer& layer, const RecipeRule& rule) {
   try {
     std::vector<float> buffer;
     const float* w = weight_f32(weight, buffer);
+    require_finite(w, n, k);
     r.q = format.quantize(w, n, k, quantizer_params(format, rule));
     r.marker = complete_marker(format, r.q, rule, layer.prefix);
     validate_output(format, r.q, r.marker, layer, n, k);
