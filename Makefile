@@ -85,12 +85,12 @@ bench:
 
 # Every libFuzzer target for FUZZ_SECONDS in all (split evenly), seeded by
 # fuzz/make_corpus.py; findings stop the run (exit status non-zero).
-FUZZ_TARGETS := checkpoint marker npy
+FUZZ_TARGETS := checkpoint marker npy layers
 fuzz:
 	$(call install_missing,$(DEBIAN_PACKAGES) $(SANITIZER_PACKAGES))
 	cmake --preset asan >/dev/null
-	cmake --build --preset asan --target $(addprefix fuzz_,$(FUZZ_TARGETS))
-	python3 fuzz/make_corpus.py build/asan/fuzz-seeds
+	cmake --build --preset asan --target mixq-cli $(addprefix fuzz_,$(FUZZ_TARGETS))
+	python3 fuzz/make_corpus.py build/asan/fuzz-seeds build/asan/bin/mixq
 	@per=$$(( $(FUZZ_SECONDS) / $(words $(FUZZ_TARGETS)) )); [ $$per -ge 1 ] || per=1; \
 	for t in $(FUZZ_TARGETS); do \
 	  dict=fuzz/safetensors.dict; [ $$t = npy ] && dict=fuzz/npy.dict; \

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the fuzz targets: `make_corpus.py OUT` fills
-OUT/checkpoint (fuzz_checkpoint), OUT/marker (fuzz_marker) and OUT/npy
-(fuzz_npy). `make fuzz` runs it into build/asan/fuzz-seeds; nothing is committed.
+"""Writes the seed corpora of the fuzz targets: `make_corpus.py OUT [MIXQ]`
+fills OUT/checkpoint (fuzz_checkpoint), OUT/marker (fuzz_marker), OUT/npy
+(fuzz_npy) and, given the path of a `mixq` binary, OUT/layers (fuzz_layers).
+`make fuzz` runs it into build/asan/fuzz-seeds; nothing is committed.
 
 Checkpoints: valid float and quantized layers in both marker dialects, nested
 params, legacy scaled_fp8, SGLang's global MXFP8 (header quant_format), and
@@ -9,12 +10,19 @@ the hostile inputs of issue 15 (nesting bombs, duplicate keys, NUL and
 control characters in names, gaps between tensors, trailing bytes), plus a
 few invalid images (one rule broken each). Markers: one byte for the dialect
 (even: tensor, odd: header) then the marker text. .npy: valid v1/v2 files and
-one broken rule each. Standard library only.
+one broken rule each. Layers: one checkpoint per format that quantizes,
+written by `mixq quantize` from a small float source (shapes that reach the
+kernels' in-place and panel paths, and a row count that is not a multiple of
+16), and an SVDQuant layer built here (it has no quantizer). Standard library
+only.
 """
 import json
 import os
+import random
 import struct
+import subprocess
 import sys
+import tempfile
 SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
          "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
          "F8_E8M0": 1}
@@ -209,9 +217,64 @@ def npy_seeds():
     }
 
 
+def f32s(values, code="<f"):
+    return b"".join(struct.pack(code, v) for v in values)
+
+
+# Float layers of the layer seeds: [out, in]. K = 256 holds every format's
+# groups (ConvRot 256, SVDQuant 64, NVFP4 16); 20 rows leave a partial panel.
+LAYER_SHAPES = {"blocks.0.attn.qkv": (32, 256), "blocks.0.mlp.fc2": (20, 64)}
+QUANTIZE_RULES = ["float8_e4m3fn", "float8_e5m2", "nvfp4", "mxfp8", "int8_tensorwise",
+                  "int8_tensorwise:convrot=true", "convrot_w4a4", "asym_w4a8_int8", "awq_w4a16"]
+
+
+def svdquant_seed(rng):
+    n, k, rank = 32, 256, 4
+    half = lambda count: f32s([rng.uniform(0.5, 1.5) for _ in range(count)], "<e")
+    return image([
+        ("blocks.0.attn.qkv.weight", "I8", [n, k // 2], bytes(rng.randrange(256) for _ in range(n * k // 2))),
+        ("blocks.0.attn.qkv.weight_scale", "F16", [k // 64, n], half(k // 64 * n)),
+        ("blocks.0.attn.qkv.weight_proj_down", "F16", [k, rank], half(k * rank)),
+        ("blocks.0.attn.qkv.weight_proj_up", "F16", [n, rank], half(n * rank)),
+        ("blocks.0.attn.qkv.weight_smooth_factor", "F16", [k], half(k)),
+        ("blocks.0.attn.qkv.bias", "F32", [n], f32s([0.25] * n)),
+        marker("blocks.0.attn.qkv", {"format": "svdquant_w4a4"}),
+    ])
+
+
+def layer_seeds(mixq):
+    rng = random.Random(7)
+    source = []
+    for prefix, (n, k) in LAYER_SHAPES.items():
+        source.append((prefix + ".weight", "F32", [n, k], f32s([rng.gauss(0, 0.05) for _ in range(n * k)])))
+        source.append((prefix + ".bias", "F32", [n], f32s([rng.gauss(0, 0.05) for _ in range(n)])))
+    # The float layers as F16 (half the bytes of the F32 source).
+    as_f16 = [(name, "F16", shape, f32s(struct.unpack("<%df" % (len(raw) // 4), raw), "<e"))
+              for name, _, shape, raw in source]
+    seeds = {"unquantized": image(as_f16), "svdquant_w4a4": svdquant_seed(rng)}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "source.safetensors")
+        with open(src, "wb") as f:
+            f.write(image(source))
+        for rule in QUANTIZE_RULES:
+            out = os.path.join(tmp, "out.safetensors")
+            subprocess.run([mixq, "quantize", src, "-o", out, "--rule", "*=" + rule + sep(rule) + "fallback=keep",
+                            "--quiet"], check=True)
+            with open(out, "rb") as f:
+                seeds[rule.replace(":", "_").replace("=", "_")] = f.read()
+    return seeds
+
+
+def sep(rule):
+    return "," if ":" in rule else ":"
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join("build", "fuzz", "seeds")
-    for target, seeds in (("checkpoint", checkpoint_seeds()), ("marker", marker_seeds()), ("npy", npy_seeds())):
+    corpora = [("checkpoint", checkpoint_seeds()), ("marker", marker_seeds()), ("npy", npy_seeds())]
+    if len(sys.argv) > 2:
+        corpora.append(("layers", layer_seeds(sys.argv[2])))
+    for target, seeds in corpora:
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
         for name, blob in seeds.items():
