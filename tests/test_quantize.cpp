@@ -282,6 +282,50 @@ TEST(Quantize, NonFiniteWeightIsRefusedForEveryFormat) {
   fs::remove_all(dir);
 }
 
+// Finite weights whose scales a format cannot hold are refused too: a layer
+// with a magnitude outside [2^-64, 2^64] is decoded again after quantizing.
+// FP8 of weights all near 1e-40 and zeros (1 / s overflows: 0 * inf is a NaN
+// code), AWQ of +-3e38
+// (its range (hi - lo) / 15 overflows; UBSan found the NaN cast that
+// followed), MXFP8 with one 3.4e38 among 1e-3 (its block scale overflows).
+// Out of the band but representable (INT8 of weights near 1e-30) still
+// quantizes.
+TEST(Quantize, WeightsBeyondWhatTheScalesHoldAreRefused) {
+  fs::path dir = testing::temp_dir("quantize_range");
+  struct Case {
+    std::string format;
+    std::vector<float> weight;
+    bool refused;
+  };
+  const int64_t n = 16, k = 256;
+  std::vector<float> tiny(n * k), huge(n * k), one_huge(n * k, 1e-3f), small(n * k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    tiny[i] = i % 5 == 0 ? 0.0f : (i % 2 ? 1.0f : -1.0f) * 1e-40f * static_cast<float>(1 + i % 7);  // 0 * inf
+    huge[i] = i % 3 == 0 ? 3e38f : i % 3 == 1 ? -3e38f : 1.0f;
+    small[i] = (i % 2 ? 1.0f : -1.0f) * 1e-30f * static_cast<float>(1 + i % 7);
+  }
+  one_huge[5 * k + 9] = 3.4e38f;
+  for (const Case& c : {Case{"float8_e4m3fn", tiny, true}, Case{"awq_w4a16", huge, true},
+                        Case{"mxfp8", one_huge, true}, Case{"int8_tensorwise", small, false}}) {
+    CheckpointBuilder b;
+    b.add_float("l.weight", DType::F32, {n, k}, c.weight);
+    const fs::path source = dir / "source.safetensors";
+    b.write(source);
+    QuantizeOptions options;
+    options.output = (dir / "out.safetensors").string();
+    options.watchdog = false;
+    try {
+      quantize_checkpoint({source.string()}, recipe_of({"*=" + c.format}), options);
+      EXPECT_FALSE(c.refused) << c.format << " wrote a layer that does not decode to finite values";
+    } catch (const Error& e) {
+      EXPECT_TRUE(c.refused) << e.what();
+      EXPECT_NE(std::string(e.what()).find("decodes to a non-finite value"), std::string::npos) << e.what();
+    }
+    fs::remove(options.output);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Quantize, RefusesToOverwriteTheSourceOrAFullFolder) {
   fs::path dir = testing::temp_dir("quantize_source_safe");
   fs::path source_path = make_source(dir);

@@ -92,7 +92,7 @@ QuantizedLayer quantize(const float* weight, int64_t n, int64_t k, const nlohman
       scale[grp * n + r] = s;
       zeros[grp * n + r] = z;
       for (int64_t i = 0; i < g; ++i)
-        codes[i] = static_cast<uint8_t>(std::clamp(std::nearbyint((v[i] - z) / s) + 8.0f, 0.0f, 15.0f));
+        codes[i] = static_cast<uint8_t>(w4::clamped_code(std::nearbyint((v[i] - z) / s) + 8.0f, 0.0f, 15.0f));
       for (int64_t i = 0; i < g; i += 2)
         packed.data[(r * k + grp * g + i) / 2] = w4::pack_pair(codes[i], codes[i + 1]);
     }

@@ -2,6 +2,8 @@
 // Small helpers shared by the integer-4 formats asym_w4a8_int8, awq_w4a16 and
 // svdquant_w4a4: nibble access (docs/FORMATS.md §2.2 b: low nibble = even
 // element) and the dtype / shape checks their `validate` functions use.
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +27,15 @@ inline int signed_nibble(uint8_t n) { return n >= 8 ? int(n) - 16 : int(n); }
 // Packs v[2j] into the low and v[2j+1] into the high nibble.
 inline std::byte pack_pair(int lo, int hi) {
   return static_cast<std::byte>((lo & 0x0F) | ((hi & 0x0F) << 4));
+}
+
+// A rounded code clamped to [lo, hi], as an integer. A NaN (the quantizers'
+// arithmetic on weights near the float range: (hi - lo) / 15 overflowing to
+// an infinite scale) becomes lo instead of an undefined float-to-integer
+// conversion; its layer's scale is then not finite, and quantize refuses a
+// layer that does not decode to finite values.
+inline int clamped_code(float q, float lo, float hi) {
+  return static_cast<int>(std::isnan(q) ? lo : std::clamp(q, lo, hi));
 }
 
 inline std::string dtype_list(std::initializer_list<DType> dtypes) {

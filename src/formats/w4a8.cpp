@@ -114,6 +114,9 @@ int8_t w4a8_decode_code(uint8_t code, float s_rel, const float* codebook) {
   const float level = codebook ? codebook[code & 0x0F] : static_cast<float>(int(code & 0x0F) - 8);
   const float product = level * s_rel;  // one fp32 multiply
   const float r = std::nearbyint(product);  // ties to even (default rounding mode)
+  // NaN only from a quantizer's non-finite s_rel (files' are checked finite):
+  // 0, not an undefined conversion; quantize then refuses the layer.
+  if (std::isnan(r)) return 0;
   return static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
 }
 

@@ -103,16 +103,16 @@ QuantizedLayer w4a8_quantize(const float* weight, int64_t n, int64_t k, const nl
       } else if (mode == Mode::uniform) {
         scale = std::max(amax / 7.0f, 1e-8f);
         for (int64_t i = 0; i < gs; ++i) {
-          const float q = std::clamp(std::nearbyint(v[i] / scale), -8.0f, 7.0f);
-          c[i] = static_cast<uint8_t>(static_cast<int>(q) + 8);
-          row_max = std::max(row_max, std::fabs(q * scale));
+          const int q = w4::clamped_code(std::nearbyint(v[i] / scale), -8.0f, 7.0f);
+          c[i] = static_cast<uint8_t>(q + 8);
+          row_max = std::max(row_max, std::fabs(static_cast<float>(q) * scale));
         }
       } else {
         scale = std::max((hi - lo) / 15.0f, 1e-8f);
         for (int64_t i = 0; i < gs; ++i) {
-          const float q = std::clamp(std::nearbyint((v[i] - lo) / scale), 0.0f, 15.0f);
+          const int q = w4::clamped_code(std::nearbyint((v[i] - lo) / scale), 0.0f, 15.0f);
           c[i] = static_cast<uint8_t>(q);
-          row_max = std::max(row_max, std::fabs((q - 8.0f) * scale));
+          row_max = std::max(row_max, std::fabs((static_cast<float>(q) - 8.0f) * scale));
         }
         correction[grp * n + r] = 8.0f * scale + lo;
       }
