@@ -85,7 +85,7 @@ bench:
 
 # Every libFuzzer target for FUZZ_SECONDS in all (split evenly), seeded by
 # fuzz/make_corpus.py; findings stop the run (exit status non-zero).
-FUZZ_TARGETS := checkpoint marker npy layers
+FUZZ_TARGETS := checkpoint marker npy layers quantize
 fuzz:
 	$(call install_missing,$(DEBIAN_PACKAGES) $(SANITIZER_PACKAGES))
 	cmake --preset asan >/dev/null

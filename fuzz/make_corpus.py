@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of the fuzz targets: `make_corpus.py OUT [MIXQ]`
 fills OUT/checkpoint (fuzz_checkpoint), OUT/marker (fuzz_marker), OUT/npy
-(fuzz_npy) and, given the path of a `mixq` binary, OUT/layers (fuzz_layers).
+(fuzz_npy), OUT/quantize (fuzz_quantize: float sources) and, given the path
+of a `mixq` binary, OUT/layers (fuzz_layers).
 `make fuzz` runs it into build/asan/fuzz-seeds; nothing is committed.
 
 Checkpoints: valid float and quantized layers in both marker dialects, nested
@@ -265,6 +266,20 @@ def layer_seeds(mixq):
     return seeds
 
 
+def quantize_seeds():
+    """Float sources (fuzz_quantize): the layer seeds' shapes in F32, F16 and BF16."""
+    rng = random.Random(11)
+    seeds = {}
+    for dtype, code in (("F32", "<f"), ("F16", "<e"), ("BF16", None)):
+        tensors = []
+        for prefix, (n, k) in LAYER_SHAPES.items():
+            values = [rng.gauss(0, 0.05) for _ in range(n * k)]
+            raw = f32s(values, code) if code else b"".join(struct.pack("<f", v)[2:] for v in values)
+            tensors.append((prefix + ".weight", dtype, [n, k], raw))
+        seeds["source_" + dtype.lower()] = image(tensors)
+    return seeds
+
+
 def sep(rule):
     return "," if ":" in rule else ":"
 
@@ -274,6 +289,7 @@ def main():
     corpora = [("checkpoint", checkpoint_seeds()), ("marker", marker_seeds()), ("npy", npy_seeds())]
     if len(sys.argv) > 2:
         corpora.append(("layers", layer_seeds(sys.argv[2])))
+    corpora.append(("quantize", quantize_seeds()))
     for target, seeds in corpora:
         folder = os.path.join(out, target)
         os.makedirs(folder, exist_ok=True)
