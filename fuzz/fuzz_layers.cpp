@@ -4,9 +4,11 @@
 // here too), then every layer run as a loaded model runs it:
 // Linear::create with the automatic and the reference kernels, forward at 1,
 // 5 and 17 tokens (the kernels' one-token, few-token and many-token paths),
-// and `mixq verify`'s checks (validation, dequantize, the format's own
-// layout check). mixq::Error is the only acceptable way to reject input; a
-// crash, a sanitizer report or any other exception is a finding.
+// `mixq verify`'s checks (validation, dequantize, the format's own layout
+// check), and each rank's share of a 2-way tensor-parallel split
+// (shard_layer: the format's shard rule) built, dequantized and run.
+// mixq::Error is the only acceptable way to reject input; a crash, a
+// sanitizer report or any other exception is a finding.
 #include <unistd.h>
 
 #include <cstddef>
@@ -21,7 +23,10 @@
 #include "mixq/error.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
+#include "mixq/format.hpp"
 #include "mixq/marker.hpp"
+#include "mixq/plan.hpp"
+#include "mixq/shard.hpp"
 #include "mixq/verify.hpp"
 
 namespace {
@@ -80,6 +85,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       }
     }
+    const mixq::Plan plan = mixq::Plan::build(checkpoint, {.tp = 2});
+    for (const mixq::LayerPlan& lp : plan.layers())
+      for (int rank = 0; rank < 2; ++rank) {
+        try {
+          const mixq::LayerShard shard = mixq::shard_layer(plan, lp, rank, 2);
+          const mixq::Layer& part = shard.layer();
+          const int64_t weights = part.out_features * part.in_features;
+          if (weights <= 0 || weights > kMaxWeights) continue;
+          if (part.format->dequantize) {
+            std::vector<float> w(static_cast<size_t>(weights));
+            part.format->dequantize(part, mixq::Basis::original, w.data());
+          }
+          run_layer(part, mixq::KernelChoice::automatic);
+        } catch (const mixq::Error&) {
+        }
+      }
   } catch (const mixq::Error&) {
   }
   return 0;
