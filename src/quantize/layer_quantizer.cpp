@@ -62,7 +62,7 @@ Magnitudes require_finite(const float* w, int64_t n, int64_t k) {
 // all under ~1e-38 (1 / s overflows), a 4-bit range (hi - lo) / 15 or a
 // ConvRot group sum past 3.4e38. With every non-zero magnitude within
 // [2^-64, 2^64] no format's arithmetic comes near that (scales amax / 448 ..
-// amax / 7, ranges of two values, group sums of 256 halved 8 times), so only
+// amax / 7, ranges of two values, ConvRot sums of 256 values times 1/16), so only
 // weights outside that band are decoded again and checked: quantize time is
 // unchanged for real models, where the check decoding every layer cost
 // 13-38 %.
