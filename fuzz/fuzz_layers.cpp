@@ -3,7 +3,8 @@
 // so that the layers which read their weights in place from the file do so
 // here too), then every layer run as a loaded model runs it:
 // Linear::create with the automatic and the reference kernels, forward at 1,
-// 5 and 17 tokens (the kernels' one-token, few-token and many-token paths),
+// 5 and 17 tokens (the kernels' one-token, few-token and many-token paths)
+// and on rows of NaN, infinite, huge and denormal activations,
 // `mixq verify`'s checks (validation, dequantize, the format's own layout
 // check), and each rank's share of a 2-way tensor-parallel split
 // (shard_layer: the format's shard rule) built, dequantized and run.
@@ -14,7 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +66,16 @@ void run_layer(const mixq::Layer& layer, mixq::KernelChoice kernel) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 13) - 6) * 0.375f;
     linear->forward(x.data(), m, y.data());
   }
+  // Activations the quantizers must take without undefined behaviour: a
+  // row with a NaN, one with an infinity, one near the float range, one of
+  // denormals, one of zeros.
+  constexpr float kSpecial[] = {NAN, INFINITY, 3e38f, 1e-40f, 0.0f};
+  constexpr int64_t m = std::size(kSpecial);
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      x[r * k + i] = i % 3 == 0 ? kSpecial[r] : kSpecial[r] == 0.0f ? 0.0f : static_cast<float>(i % 5) - 2.0f;
+  linear->forward(x.data(), m, y.data());
 }
 
 }  // namespace
