@@ -93,10 +93,10 @@ int main(int argc, char** argv) try {
   tunings = keep_picked(tunings, picked);
   const AlternatingRun run = start_alternating(o, avx512 ? "avx512 tunings" : "avx2 tunings");
   if (avx512) {
-    const DotPipeShares p = measure_dot_pipe_shares();
-    std::printf("# dot pipes: 12 vpdpbusd with 3 more ops take %.2fx (vmulps) / %.2fx (vfmadd231ps) / %.2fx (vaddps)"
-                " / %.2fx (vcvtdq2ps) their time alone (1.25x: the op runs on the dots' pipes)\n",
-                p.mul, p.fma, p.add, p.cvt);
+    std::printf("# dot pipes: 12 vpdpbusd with 3 more ops take, their time alone being 1 (1.25x: the op runs on"
+                " the dots' pipes):");
+    for (const DotPipeShare& p : measure_dot_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
+    std::printf("\n");
   }
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {

@@ -3,6 +3,8 @@
 // but the instructions' pipes decides its speed.
 #include "support/dot_pipes.hpp"
 
+#include "kernels/cpu.hpp"
+
 #include <algorithm>
 #include <chrono>
 
@@ -21,11 +23,16 @@ namespace {
 #define MIXQ_THREE(op) \
   op " %%zmm29, %%zmm28, %%zmm12\n\t" op " %%zmm29, %%zmm28, %%zmm13\n\t" op " %%zmm29, %%zmm28, %%zmm14\n\t"
 #define MIXQ_THREE1(op) op " %%zmm29, %%zmm12\n\t" op " %%zmm29, %%zmm13\n\t" op " %%zmm29, %%zmm14\n\t"
+#define MIXQ_THREE_MASK(op) \
+  op " %%zmm29, %%zmm28, %%k1\n\t" op " %%zmm29, %%zmm28, %%k2\n\t" op " %%zmm29, %%zmm28, %%k3\n\t"
+#define MIXQ_CHAIN12                                                                                            \
+  MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0) \
+  MIXQ_DOT(0) MIXQ_DOT(0) MIXQ_DOT(0)
 #define MIXQ_LOOP(body)                                                                                       \
   asm volatile(MIXQ_SETUP "1:\n\t" body "dec %0\n\tjnz 1b"                                                    \
                : "+r"(n)                                                                                      \
                :                                                                                              \
-               : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+               : "cc", "k1", "k2", "k3", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
                  "xmm11", "xmm12", "xmm13", "xmm14", "xmm28", "xmm29", "xmm30", "xmm31")
 
 constexpr long kRounds = 20'000'000;
@@ -44,13 +51,22 @@ double best_time(Loop loop) {
 
 }  // namespace
 
-DotPipeShares measure_dot_pipe_shares() {
+std::vector<DotPipeShare> measure_dot_pipe_shares() {
   const double dots = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12); });
-  const double mul = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); });
-  const double add = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); });
-  const double cvt = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE1("vcvtdq2ps")); });
-  const double fma = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); });
-  return {mul / dots, add / dots, cvt / dots, fma / dots};
+  auto share = [&](const char* op, auto loop) { return DotPipeShare{op, best_time(loop) / dots}; };
+  std::vector<DotPipeShare> shares = {
+          share("vmulps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); }),
+          share("vfmadd231ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); }),
+          share("vaddps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); }),
+          share("vcvtdq2ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE1("vcvtdq2ps")); }),
+          share("vscalefps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vscalefps")); }),
+          share("vpsubusw", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpsubusw")); }),
+          share("vpaddd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpaddd")); }),
+          share("vptestmd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE_MASK("vptestmd")); }),
+          share("12 on one register", [](long n) { MIXQ_LOOP(MIXQ_CHAIN12); })};
+  if (kernels::cpu_has_avx512_vbmi())  // the FP8 and NVFP4 decodes' byte lookups
+    shares.push_back(share("vpermt2b", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpermt2b")); }));
+  return shares;
 }
 
 }  // namespace mixq::bench
