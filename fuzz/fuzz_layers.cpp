@@ -24,9 +24,9 @@
 
 #include "mixq/checkpoint.hpp"
 #include "mixq/error.hpp"
+#include "mixq/format.hpp"
 #include "mixq/layer.hpp"
 #include "mixq/linear.hpp"
-#include "mixq/format.hpp"
 #include "mixq/marker.hpp"
 #include "mixq/plan.hpp"
 #include "mixq/shard.hpp"

@@ -218,8 +218,11 @@ def npy_seeds():
     }
 
 
-def f32s(values, code="<f"):
-    return b"".join(struct.pack(code, v) for v in values)
+def floats(dtype, values):
+    """values as little-endian F32, F16 or BF16 (the top half of the F32)."""
+    if dtype == "BF16":
+        return b"".join(struct.pack("<f", v)[2:] for v in values)
+    return b"".join(struct.pack("<f" if dtype == "F32" else "<e", v) for v in values)
 
 
 # Float layers of the layer seeds: [out, in]. K = 256 holds every format's
@@ -229,38 +232,43 @@ QUANTIZE_RULES = ["float8_e4m3fn", "float8_e5m2", "nvfp4", "mxfp8", "int8_tensor
                   "int8_tensorwise:convrot=true", "convrot_w4a4", "asym_w4a8_int8", "awq_w4a16"]
 
 
+def float_source(rng, dtype, biases):
+    """The LAYER_SHAPES layers as Gaussian weights (std 0.05) of dtype, F32 biases if asked."""
+    tensors = []
+    for prefix, (n, k) in LAYER_SHAPES.items():
+        tensors.append((prefix + ".weight", dtype, [n, k], floats(dtype, [rng.gauss(0, 0.05) for _ in range(n * k)])))
+        if biases:
+            tensors.append((prefix + ".bias", "F32", [n], floats("F32", [rng.gauss(0, 0.05) for _ in range(n)])))
+    return tensors
+
+
 def svdquant_seed(rng):
     n, k, rank = 32, 256, 4
-    half = lambda count: f32s([rng.uniform(0.5, 1.5) for _ in range(count)], "<e")
+    half = lambda count: floats("F16", [rng.uniform(0.5, 1.5) for _ in range(count)])
     return image([
         ("blocks.0.attn.qkv.weight", "I8", [n, k // 2], bytes(rng.randrange(256) for _ in range(n * k // 2))),
         ("blocks.0.attn.qkv.weight_scale", "F16", [k // 64, n], half(k // 64 * n)),
         ("blocks.0.attn.qkv.weight_proj_down", "F16", [k, rank], half(k * rank)),
         ("blocks.0.attn.qkv.weight_proj_up", "F16", [n, rank], half(n * rank)),
         ("blocks.0.attn.qkv.weight_smooth_factor", "F16", [k], half(k)),
-        ("blocks.0.attn.qkv.bias", "F32", [n], f32s([0.25] * n)),
+        ("blocks.0.attn.qkv.bias", "F32", [n], floats("F32", [0.25] * n)),
         marker("blocks.0.attn.qkv", {"format": "svdquant_w4a4"}),
     ])
 
 
 def layer_seeds(mixq):
     rng = random.Random(7)
-    source = []
-    for prefix, (n, k) in LAYER_SHAPES.items():
-        source.append((prefix + ".weight", "F32", [n, k], f32s([rng.gauss(0, 0.05) for _ in range(n * k)])))
-        source.append((prefix + ".bias", "F32", [n], f32s([rng.gauss(0, 0.05) for _ in range(n)])))
-    # The float layers as F16 (half the bytes of the F32 source).
-    as_f16 = [(name, "F16", shape, f32s(struct.unpack("<%df" % (len(raw) // 4), raw), "<e"))
-              for name, _, shape, raw in source]
-    seeds = {"unquantized": image(as_f16), "svdquant_w4a4": svdquant_seed(rng)}
+    # The float layers as F16 (half the bytes of F32), SVDQuant, and one
+    # quantized checkpoint per rule.
+    seeds = {"unquantized": image(float_source(rng, "F16", True)), "svdquant_w4a4": svdquant_seed(rng)}
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "source.safetensors")
         with open(src, "wb") as f:
-            f.write(image(source))
+            f.write(image(float_source(rng, "F32", True)))
         for rule in QUANTIZE_RULES:
             out = os.path.join(tmp, "out.safetensors")
-            subprocess.run([mixq, "quantize", src, "-o", out, "--rule", "*=" + rule + sep(rule) + "fallback=keep",
-                            "--quiet"], check=True)
+            keep = ("," if ":" in rule else ":") + "fallback=keep"
+            subprocess.run([mixq, "quantize", src, "-o", out, "--rule", "*=" + rule + keep, "--quiet"], check=True)
             with open(out, "rb") as f:
                 seeds[rule.replace(":", "_").replace("=", "_")] = f.read()
     return seeds
@@ -269,19 +277,7 @@ def layer_seeds(mixq):
 def quantize_seeds():
     """Float sources (fuzz_quantize): the layer seeds' shapes in F32, F16 and BF16."""
     rng = random.Random(11)
-    seeds = {}
-    for dtype, code in (("F32", "<f"), ("F16", "<e"), ("BF16", None)):
-        tensors = []
-        for prefix, (n, k) in LAYER_SHAPES.items():
-            values = [rng.gauss(0, 0.05) for _ in range(n * k)]
-            raw = f32s(values, code) if code else b"".join(struct.pack("<f", v)[2:] for v in values)
-            tensors.append((prefix + ".weight", dtype, [n, k], raw))
-        seeds["source_" + dtype.lower()] = image(tensors)
-    return seeds
-
-
-def sep(rule):
-    return "," if ":" in rule else ":"
+    return {"source_" + d.lower(): image(float_source(rng, d, False)) for d in ("F32", "F16", "BF16")}
 
 
 def main():

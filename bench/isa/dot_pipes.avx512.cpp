@@ -3,10 +3,10 @@
 // but the instructions' pipes decides its speed.
 #include "support/dot_pipes.hpp"
 
-#include "kernels/cpu.hpp"
-
 #include <algorithm>
 #include <chrono>
+
+#include "kernels/cpu.hpp"
 
 namespace mixq::bench {
 namespace {
@@ -32,8 +32,8 @@ namespace {
   asm volatile(MIXQ_SETUP "1:\n\t" body "dec %0\n\tjnz 1b"                                                    \
                : "+r"(n)                                                                                      \
                :                                                                                              \
-               : "cc", "k1", "k2", "k3", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
-                 "xmm11", "xmm12", "xmm13", "xmm14", "xmm28", "xmm29", "xmm30", "xmm31")
+               : "cc", "k1", "k2", "k3", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",   \
+                 "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm28", "xmm29", "xmm30", "xmm31")
 
 constexpr long kRounds = 20'000'000;
 
@@ -55,15 +55,15 @@ std::vector<DotPipeShare> measure_dot_pipe_shares() {
   const double dots = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12); });
   auto share = [&](const char* op, auto loop) { return DotPipeShare{op, best_time(loop) / dots}; };
   std::vector<DotPipeShare> shares = {
-          share("vmulps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); }),
-          share("vfmadd231ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); }),
-          share("vaddps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); }),
-          share("vcvtdq2ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE1("vcvtdq2ps")); }),
-          share("vscalefps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vscalefps")); }),
-          share("vpsubusw", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpsubusw")); }),
-          share("vpaddd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpaddd")); }),
-          share("vptestmd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE_MASK("vptestmd")); }),
-          share("12 on one register", [](long n) { MIXQ_LOOP(MIXQ_CHAIN12); })};
+      share("vmulps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); }),
+      share("vfmadd231ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); }),
+      share("vaddps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); }),
+      share("vcvtdq2ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE1("vcvtdq2ps")); }),
+      share("vscalefps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vscalefps")); }),
+      share("vpsubusw", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpsubusw")); }),
+      share("vpaddd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpaddd")); }),
+      share("vptestmd", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE_MASK("vptestmd")); }),
+      share("12 on one register", [](long n) { MIXQ_LOOP(MIXQ_CHAIN12); })};
   if (kernels::cpu_has_avx512_vbmi())  // the FP8 and NVFP4 decodes' byte lookups
     shares.push_back(share("vpermt2b", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vpermt2b")); }));
   return shares;
