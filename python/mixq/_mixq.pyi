@@ -88,16 +88,15 @@ class Linear:
         an in_place Linear keeps only its mapped file); dequantize() then
         raises mixq.Error."""
     def forward(
-        self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
-    ) -> npt.NDArray[np.float32]:
-        """y = x·Wᵀ + b for x [..., in_features]; float32 [..., out_features]."""
+        self, x: _Activation, out: Optional[Any] = None
+    ) -> Any:
+        """y = x·Wᵀ + b for x [..., in_features]; float32 [..., out_features], or
+        written into `out` (float32 or bfloat16, C-contiguous) and returned."""
     def _time_forward(
         self, x: _Activation, iterations: int, clock: Literal["wall", "thread"] = "wall"
     ) -> float:
         """Benchmark helper: seconds per C++ forward call, without Python."""
-    def __call__(
-        self, x: _Activation, out: Optional[npt.NDArray[np.float32]] = None
-    ) -> npt.NDArray[np.float32]: ...
+    def __call__(self, x: _Activation, out: Optional[Any] = None) -> Any: ...
     def dequantize(
         self, basis: Literal["original", "stored"] = "original"
     ) -> npt.NDArray[np.float32]:

@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -131,8 +132,7 @@ const float* Input::prepare(const float* y, int64_t y_count) {
     const bool overlaps = x < y + y_count && y < x + count;  // out= aliases x
     if (!overlaps) return x;
   }
-  converted.resize(static_cast<size_t>(count));
-  float* const out = converted.data();
+  float* const out = thread_scratch(ScratchRole::input, static_cast<size_t>(count));
   const auto t = array.dtype();
   const size_t item = array.itemsize();
   const size_t nd = array.ndim();
@@ -163,16 +163,49 @@ const float* Input::prepare(const float* y, int64_t y_count) {
   return out;
 }
 
+float* thread_scratch(ScratchRole role, size_t count) {
+  struct Buffer {
+    std::unique_ptr<float[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[2];
+  Buffer& b = buffers[static_cast<int>(role)];
+  if (b.size < count) {
+    b.data.reset();  // the old one goes first: never both at once
+    b.data.reset(new float[count]);
+    b.size = count;
+  }
+  return b.data.get();
+}
+
+void Output::finish() const {
+  if (bf16 == nullptr) return;
+  const float* src = data;
+  uint16_t* dst = bf16;
+  util::parallel_for(count, 16384, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      // RNE on the dropped 16 bits (a carry into the exponent is right, up
+      // to inf), as mixq::f32_to_bf16, inline so that the loop vectorises;
+      // every NaN becomes 0xFFFF, the NaN torch's CPU conversion writes.
+      const uint32_t bits = std::bit_cast<uint32_t>(src[i]);
+      const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+      const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+      dst[i] = static_cast<uint16_t>(nan ? 0xFFFFu : rounded);
+    }
+  });
+}
+
 Output read_output(nb::handle out, const std::vector<size_t>& shape, const std::string& where) {
   std::string want;
   for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
   Output result;
   nb::ndarray<>& a = result.array;
   if (!nb::try_cast(out, a, /*convert=*/false))
-    fail("{}: out must be a writable float32 array [{}], got {}", where, want, py_type_name(out));
+    fail("{}: out must be a writable float32 or bfloat16 array [{}], got {}", where, want, py_type_name(out));
   if (a.device_type() != nb::device::cpu::value) fail("{}: out must be in CPU memory", where);
-  if (!is(a.dtype(), dtype_code::Float, 32))
-    fail("{}: out has dtype {}; expected float32", where, dtype_text(a.dtype()));
+  const bool bf16 = is(a.dtype(), dtype_code::Bfloat, 16);
+  if (!bf16 && !is(a.dtype(), dtype_code::Float, 32))
+    fail("{}: out has dtype {}; expected float32 or bfloat16", where, dtype_text(a.dtype()));
   bool same = a.ndim() == shape.size();
   for (size_t i = 0; same && i < shape.size(); ++i) same = a.shape(i) == shape[i];
   if (!same) {
@@ -180,9 +213,17 @@ Output read_output(nb::handle out, const std::vector<size_t>& shape, const std::
     for (size_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
     fail("{}: out has shape [{}]; expected [{}]", where, got, want);
   }
-  if (!c_contiguous(a) || reinterpret_cast<uintptr_t>(a.data()) % alignof(float) != 0)
+  const size_t align = bf16 ? alignof(uint16_t) : alignof(float);
+  if (!c_contiguous(a) || reinterpret_cast<uintptr_t>(a.data()) % align != 0)
     fail("{}: out must be C-contiguous and aligned", where);
-  result.data = static_cast<float*>(a.data());
+  result.count = 1;
+  for (size_t d : shape) result.count *= static_cast<int64_t>(d);
+  if (bf16) {
+    result.bf16 = static_cast<uint16_t*>(a.data());
+    result.data = thread_scratch(ScratchRole::output, static_cast<size_t>(result.count));
+  } else {
+    result.data = static_cast<float*>(a.data());
+  }
   return result;
 }
 

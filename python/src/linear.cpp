@@ -108,6 +108,7 @@ nb::object forward(const PyLinear& self, nb::handle x, nb::handle out) {
     nb::gil_scoped_release release;
     const float* xf = input.prepare(output.data, input.rows * n);
     self.linear->forward(xf, input.rows, output.data);
+    output.finish();
   }
   return result;
 }
@@ -218,7 +219,8 @@ void bind_linear(nb::module_& m) {
            "y = x·Wᵀ + b for x [..., in_features] (NumPy array or CPU tensor with\n"
            "__dlpack__; float32 is used without a copy when C-contiguous, float16,\n"
            "bfloat16 and float64 are converted). Returns a float32 NumPy array\n"
-           "[..., out_features], or writes into `out` (float32, C-contiguous) and returns it.")
+           "[..., out_features], or writes into `out` (float32 or bfloat16, C-contiguous;\n"
+           "bfloat16 rounded to nearest even from the float32 result) and returns it.")
       .def("__call__", &forward, nb::arg("x").none(), nb::arg("out").none() = nb::none())
       .def("dequantize", &dequantize, nb::arg("basis") = "original",
            "The weight as float32 [out_features, in_features]; basis='original' undoes\n"

@@ -107,3 +107,76 @@ def test_threads_follow_torch_until_set(ckpt, monkeypatch):
     finally:
         torch.set_num_threads(before)
         mixq._mixq.set_num_threads(before)
+
+
+def test_bfloat16_out_is_torch_rounding(workdir):
+    """forward(x, out=bfloat16) rounds the float32 result as torch's
+    Tensor.to(torch.bfloat16): through an identity layer y = x exactly, so
+    every tie (low half 0x8000, odd and even), the carry into the exponent,
+    the overflow to inf, subnormals and NaN reach the conversion; over 40
+    rows of 4096 the conversion runs in several chunks on the pool."""
+    n = 64
+    path = workdir / "identity.safetensors"
+    mixq.save_file(path, {"eye.weight": torch.eye(n)})
+    layer = mixq.open(path).linear("eye")
+    gen = torch.Generator().manual_seed(5)
+    bits = torch.randint(0, 2**31, (4096 * 40,), generator=gen, dtype=torch.int64)
+    bits[0::7] = (bits[0::7] & ~0xFFFF) | 0x8000  # ties
+    bits[1::11] = 0x7F7FFFFF  # rounds up to inf
+    bits[2::13] = 0x00008000 | (bits[2::13] & 0x7FFF0000)  # ties, many subnormal
+    signs = torch.randint(0, 2, bits.shape, generator=gen, dtype=torch.int64) << 31
+    x = ((bits | signs) & 0xFFFFFFFF).to(torch.int64)
+    x = torch.from_numpy(x.numpy().astype(np.uint32).view(np.float32)).reshape(-1, n).clone()
+    x[x == 0] = 1.0  # -0 comes back as +0 through the sum
+    x[3, 5] = float("nan")  # a NaN row: every output of it NaN (NaN * 0)
+    x[9, :] = float("inf")  # inf row: inf * 0 is NaN
+    finite = torch.isfinite(x).all(dim=1)
+    out = torch.empty(x.shape[0], n, dtype=torch.bfloat16)
+    assert layer.forward(x.numpy(), out=out) is out
+    y32 = torch.from_numpy(layer.forward(x.numpy()))
+    assert torch.equal(y32[finite], x[finite])  # the identity is exact
+    want = y32.to(torch.bfloat16)
+    assert torch.equal(out.view(torch.int16), want.view(torch.int16)) or (
+        torch.equal(out[finite].view(torch.int16), want[finite].view(torch.int16))
+        and torch.equal(out.isnan(), want.isnan()))
+    assert out[3].isnan().all() and out[9].isnan().all() and not out[finite].isnan().any()
+    with pytest.raises(mixq.Error, match="out has dtype float16; expected float32 or bfloat16"):
+        layer.forward(x.numpy(), out=torch.empty(x.shape[0], n, dtype=torch.float16))
+
+
+def test_bfloat16_calls_reuse_buffers_safely(ckpt, mixed):
+    """bfloat16 calls convert through per-thread buffers kept between calls:
+    calls that grow and shrink them, and two threads calling at once, give
+    the float32 path's result rounded, every time."""
+    import threading
+
+    _, layers = mixed
+    prefixes = ["l.nvfp4_pad", "l.int8_convrot", "l.fp8_e4m3", "l.float"]
+    gen = torch.Generator().manual_seed(6)
+    cases = []
+    for prefix in prefixes:
+        n, k = layers[prefix][:2]
+        module = mixq.torch.Linear(ckpt.linear(prefix), k, n)
+        for rows in (3, 700, 1, 1500):
+            x = torch.randn(rows, k, generator=gen).to(torch.bfloat16)
+            with torch.no_grad():
+                want = module(x.float()).to(torch.bfloat16)
+            cases.append((module, x, want))
+    with torch.no_grad():
+        for module, x, want in cases:  # one thread: sizes up and down
+            assert torch.equal(module(x), want)
+    failures = []
+
+    def run(order):
+        with torch.no_grad():
+            for _ in range(3):
+                for module, x, want in order:
+                    if not torch.equal(module(x), want):
+                        failures.append(module.prefix)
+
+    threads = [threading.Thread(target=run, args=(cases,)), threading.Thread(target=run, args=(cases[::-1],))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures

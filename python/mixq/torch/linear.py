@@ -101,13 +101,19 @@ class Linear(torch.nn.Module):
         stored_in, stored_out = self._linear.in_features, self._linear.out_features
         if stored_in != self.in_features:
             x = torch.nn.functional.pad(x, (0, stored_in - self.in_features))
-        # The output is the binding's NumPy array, shared by torch.from_numpy.
         # float32 input crosses as a NumPy view, bfloat16 / float16 through
-        # DLPack (converted in the binding).
-        y = torch.from_numpy(self._linear.forward(x.numpy() if dtype == torch.float32 else x))
+        # DLPack (converted in the binding). bfloat16 comes back as bfloat16:
+        # the binding rounds its float32 result into `out` as Tensor.to does,
+        # through per-thread buffers kept between calls (a fresh float32
+        # output, then a conversion, cost a page fault per 4 KiB every call).
+        if dtype == torch.bfloat16:
+            y = torch.empty(*x.shape[:-1], stored_out, dtype=dtype)
+            self._linear.forward(x, out=y)
+        else:
+            y = torch.from_numpy(self._linear.forward(x.numpy() if dtype == torch.float32 else x))
         if stored_out != self.out_features:
             y = y[..., : self.out_features].contiguous()
-        return y if dtype == torch.float32 else y.to(dtype)
+        return y if y.dtype == dtype else y.to(dtype)
 
     def _where(self) -> str:
         return f"layer '{self._linear.prefix}'"
