@@ -1,11 +1,7 @@
 // Reading activations from NumPy / DLPack objects (see input.hpp).
 #include "input.hpp"
 
-#include <sys/mman.h>
-
-#include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -167,28 +163,16 @@ const float* Input::prepare(const float* y, int64_t y_count) {
   return out;
 }
 
-float* allocate_floats(size_t count) {
-  size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
-  const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
-  bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
-  void* p = std::aligned_alloc(align, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-#if defined(MADV_HUGEPAGE)
-  if (align == kHugePageBytes) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure changes nothing
-#endif
-  return static_cast<float*>(p);
-}
-
 float* thread_scratch(ScratchRole role, size_t count) {
   struct Buffer {
-    std::unique_ptr<float[], decltype(&std::free)> data{nullptr, &std::free};
+    std::unique_ptr<float[]> data;
     size_t size = 0;
   };
   thread_local Buffer buffers[2];
   Buffer& b = buffers[static_cast<int>(role)];
   if (b.size < count) {
     b.data.reset();  // the old one goes first: never both at once
-    b.data.reset(allocate_floats(count));
+    b.data.reset(new float[count]);
     b.size = count;
   }
   return b.data.get();

@@ -39,15 +39,6 @@ struct Input {
 enum class ScratchRole { input, output };
 float* thread_scratch(ScratchRole role, size_t count);
 
-// `count` floats, uninitialised, 64-byte aligned; free with std::free. From
-// kHugePageBytes on, 2 MiB-aligned and madvise(MADV_HUGEPAGE)d, so that the
-// kernel backs them with transparent huge pages where it allows that
-// (`madvise` mode, Debian's default): first touching a fresh 48 MiB array
-// took 20.7 ms in 4 KiB pages and 2.2 ms in 2 MiB ones (BENCHMARKS.md,
-// "bfloat16 activations"). Throws std::bad_alloc.
-constexpr size_t kHugePageBytes = size_t{2} << 20;
-float* allocate_floats(size_t count);
-
 // Checks x (last dimension == k) and wraps it; throws mixq::Error naming
 // `where` for a wrong type, device, dtype or shape.
 Input read_input(nb::handle x, int64_t k, const std::string& where);

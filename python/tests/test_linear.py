@@ -198,25 +198,6 @@ def test_out_parameter(ckpt):
     np.testing.assert_array_equal(target, y)
 
 
-def test_large_outputs_are_whole_arrays(ckpt):
-    """Outputs of 2 MiB and more come from huge-page memory (allocate_floats):
-    rows computed in one call equal the same rows computed alone, the array
-    owns its memory past the layer and the checkpoint, and arrays of many
-    sizes around 2 MiB come and go without corrupting each other."""
-    layer = ckpt.linear("blocks.1.mlp.fc1")  # 64 -> 64: 2 MiB is 8192 rows
-    rows = 8192 * 3 + 5
-    x = activations(rows, 64, seed=4)
-    whole = layer.forward(x)
-    assert whole.shape == (rows, 64) and whole.flags.owndata is False and whole.flags.c_contiguous
-    for start in (0, 8191, 8192, rows - 7):
-        np.testing.assert_array_equal(whole[start:start + 7], layer.forward(x[start:start + 7]))
-    kept = [layer.forward(x[: 8192 + d]) for d in (-1, 0, 1, 8192)]
-    for y in kept:
-        np.testing.assert_array_equal(y, whole[: len(y)])
-    del layer
-    np.testing.assert_array_equal(kept[-1], whole[: len(kept[-1])])
-
-
 # Run by test_dlpack_capsule_that_owns_its_buffer in a child process.
 OWNING_CAPSULE_SCRIPT = r"""
 import sys
