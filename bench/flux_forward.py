@@ -7,6 +7,8 @@ by `mixq quantize` (--recipe: another recipe, e.g. recipes/flux-fp8.json), then 
 timed for each of:
 
   mixq          mixq.torch.load_quantized, float32 activations
+  mixq-bf16     the same with the model in bfloat16 (its unquantized parameters and the
+                activations; the quantized layers compute from float32 and round back)
   ck-eager      the same checkpoint as stock ComfyUI runs it on a CPU: comfy-kitchen
                 layouts (mixq.comfy_kitchen.load_layouts) on comfy-kitchen's eager
                 backend, NVFP4 (and MXFP8, FP8) weights dequantized at every call
@@ -37,7 +39,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes/flux-nvfp4-mlp-int8-convrot-attn.json"  # the default --recipe
-CONFIGS = ["baseline", "mixq", "ck-eager", "ck-mixq", "torch-f32", "torch-bf16"]
+CONFIGS = ["baseline", "mixq", "mixq-bf16", "ck-eager", "ck-mixq", "torch-f32", "torch-bf16"]
 
 
 def flux_config(args):
@@ -86,7 +88,10 @@ def worker(args) -> dict:
     config = args.worker
     if config == "baseline":
         return {"config": config, **memory()}
-    if config == "mixq":
+    if config in ("mixq", "mixq-bf16"):
+        if config == "mixq-bf16":
+            dtype = torch.bfloat16
+            model = model.to(dtype)  # on meta: load_quantized casts the other tensors to it
         mixq.torch.load_quantized(model, work / "flux-mixed.safetensors")
     elif config == "ck-eager":
         mck.load_layouts(model, work / "flux-mixed.safetensors", compute_dtype=torch.float32,
