@@ -24,6 +24,7 @@ table gives the median forward time of --repeat runs after one warm-up, the
 speed-ups, and RSS after loading (VmRSS) and its peak so far (VmHWM).
 
     build/venv/bin/python bench/flux_forward.py --double 2 --single 4
+    build/venv/bin/python bench/flux_forward.py --configs mixq-bf16 --time-linears   # + time in mixq's linears
     make bench-model BENCH_MODEL_ARGS="--double 2 --single 4"
 """
 from __future__ import annotations
@@ -109,12 +110,25 @@ def worker(args) -> dict:
     load_s = time.perf_counter() - start
     after_load = memory()
     x = inputs(args, dtype)
-    times = []
+    in_linears = [0.0]  # --time-linears: seconds inside mixq.torch.Linear modules, this forward
+    if args.time_linears:
+        def pre(module, _):
+            module._mixq_t0 = time.perf_counter()
+
+        def post(module, _, __):
+            in_linears[0] += time.perf_counter() - module._mixq_t0
+
+        for module in model.modules():
+            if isinstance(module, mixq.torch.Linear):
+                module.register_forward_pre_hook(pre)
+                module.register_forward_hook(post)
+    times, linears = [], []
     import comfy_kitchen as ck
 
     backend = "eager" if config == "ck-eager" else None
     runs = 1 if config == "ck-eager" else args.repeat + 1
     for i in range(runs):
+        in_linears[0] = 0.0
         with torch.inference_mode():
             t = time.perf_counter()
             if backend:
@@ -123,9 +137,13 @@ def worker(args) -> dict:
             else:
                 model(**x)
             times.append(time.perf_counter() - t)
-    return {"config": config, "load_s": load_s, "first_s": times[0],
-            "forward_s": statistics.median(times[1:] if len(times) > 1 else times),
-            "times": times, **after_load, "hwm_end": memory()["hwm"]}
+            linears.append(in_linears[0])
+    result = {"config": config, "load_s": load_s, "first_s": times[0],
+              "forward_s": statistics.median(times[1:] if len(times) > 1 else times),
+              "times": times, **after_load, "hwm_end": memory()["hwm"]}
+    if args.time_linears:
+        result["linears_s"] = linears
+    return result
 
 
 def prepare(args, work: pathlib.Path, cli: str):
@@ -202,6 +220,8 @@ def main() -> int:
     p.add_argument("--configs", default=",".join(CONFIGS))
     p.add_argument("--mixq-cli", default=os.environ.get("MIXQ_CLI", str(ROOT / "build/release/bin/mixq")))
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--time-linears", action="store_true",
+                   help="also time every forward's mixq.torch.Linear calls (linears_s; mixq configs)")
     p.add_argument("--worker", choices=CONFIGS, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
@@ -217,6 +237,8 @@ def main() -> int:
     passthrough = [f"--double={args.double}", f"--single={args.single}", f"--hidden={args.hidden}",
                    f"--image-tokens={args.image_tokens}", f"--text-tokens={args.text_tokens}",
                    f"--threads={args.threads}", f"--repeat={args.repeat}", f"--dir={work}"]
+    if args.time_linears:
+        passthrough.append("--time-linears")
     for config in args.configs.split(","):
         print(f"running {config} ...", flush=True)
         out = subprocess.run([sys.executable, __file__, "--worker", config, *passthrough], check=True,
