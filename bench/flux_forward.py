@@ -110,13 +110,19 @@ def worker(args) -> dict:
     load_s = time.perf_counter() - start
     after_load = memory()
     x = inputs(args, dtype)
-    in_linears = [0.0]  # --time-linears: seconds inside mixq.torch.Linear modules, this forward
+    # --time-linears: seconds inside mixq.torch.Linear modules, this forward,
+    # in all and per format
+    in_linears = [0.0]
+    by_format = {}
     if args.time_linears:
         def pre(module, _):
             module._mixq_t0 = time.perf_counter()
 
         def post(module, _, __):
-            in_linears[0] += time.perf_counter() - module._mixq_t0
+            dt = time.perf_counter() - module._mixq_t0
+            in_linears[0] += dt
+            key = module.format or "unquantized"
+            by_format[key] = by_format.get(key, 0.0) + dt
 
         for module in model.modules():
             if isinstance(module, mixq.torch.Linear):
@@ -129,6 +135,7 @@ def worker(args) -> dict:
     runs = 1 if config == "ck-eager" else args.repeat + 1
     for i in range(runs):
         in_linears[0] = 0.0
+        by_format.clear()
         with torch.inference_mode():
             t = time.perf_counter()
             if backend:
@@ -143,6 +150,7 @@ def worker(args) -> dict:
               "times": times, **after_load, "hwm_end": memory()["hwm"]}
     if args.time_linears:
         result["linears_s"] = linears
+        result["linears_last_by_format_s"] = dict(by_format)  # the last forward's split
     return result
 
 
