@@ -110,19 +110,15 @@ def worker(args) -> dict:
     load_s = time.perf_counter() - start
     after_load = memory()
     x = inputs(args, dtype)
-    # --time-linears: seconds inside mixq.torch.Linear modules, this forward,
-    # in all and per format
-    in_linears = [0.0]
+    # --time-linears: seconds inside mixq.torch.Linear modules, this forward, per format
     by_format = {}
     if args.time_linears:
         def pre(module, _):
             module._mixq_t0 = time.perf_counter()
 
         def post(module, _, __):
-            dt = time.perf_counter() - module._mixq_t0
-            in_linears[0] += dt
             key = module.format or "unquantized"
-            by_format[key] = by_format.get(key, 0.0) + dt
+            by_format[key] = by_format.get(key, 0.0) + time.perf_counter() - module._mixq_t0
 
         for module in model.modules():
             if isinstance(module, mixq.torch.Linear):
@@ -134,7 +130,6 @@ def worker(args) -> dict:
     backend = "eager" if config == "ck-eager" else None
     runs = 1 if config == "ck-eager" else args.repeat + 1
     for i in range(runs):
-        in_linears[0] = 0.0
         by_format.clear()
         with torch.inference_mode():
             t = time.perf_counter()
@@ -144,7 +139,7 @@ def worker(args) -> dict:
             else:
                 model(**x)
             times.append(time.perf_counter() - t)
-            linears.append(in_linears[0])
+            linears.append(sum(by_format.values()))
     result = {"config": config, "load_s": load_s, "first_s": times[0],
               "forward_s": statistics.median(times[1:] if len(times) > 1 else times),
               "times": times, **after_load, "hwm_end": memory()["hwm"]}

@@ -27,14 +27,21 @@ from mixq.torch import Linear
 RULES = {"fp8": "float8_e4m3fn", "int8": "int8_tensorwise:convrot=true", "nvfp4": "nvfp4"}
 
 
-def best(calls, rounds):
-    """Runs each call once per round, interleaved; the best time of each (s)."""
-    results = [float("inf")] * len(calls)
+def timed(call):
+    """call as a measure: the seconds it took."""
+    def measure():
+        t0 = time.perf_counter()
+        call()
+        return time.perf_counter() - t0
+    return measure
+
+
+def best(measures, rounds):
+    """Runs each measure once per round, interleaved; the best seconds of each."""
+    results = [float("inf")] * len(measures)
     for _ in range(rounds):
-        for i, call in enumerate(calls):
-            t0 = time.perf_counter()
-            call()
-            results[i] = min(results[i], time.perf_counter() - t0)
+        for i, measure in enumerate(measures):
+            results[i] = min(results[i], measure())
     return results
 
 
@@ -72,11 +79,11 @@ def main():
                 x16 = x32.to(torch.bfloat16)
                 xn = x32.numpy()
                 with torch.inference_mode():
-                    calls = [lambda: layer._time_forward(xn, 1), lambda: module(x32), lambda: module(x16),
-                             lambda: torch.nn.functional.linear(x32, w32),
-                             lambda: torch.nn.functional.linear(x16, w16)]
-                    t = best(calls, args.rounds)
-                t[0] = min(t[0], layer._time_forward(xn, 2))
+                    # _time_forward: one call timed inside the extension, after one warm-up call
+                    measures = [lambda: layer._time_forward(xn, 1), timed(lambda: module(x32)),
+                                timed(lambda: module(x16)), timed(lambda: torch.nn.functional.linear(x32, w32)),
+                                timed(lambda: torch.nn.functional.linear(x16, w16))]
+                    t = best(measures, args.rounds)
                 ms = [f"{v * 1e3:.1f}" for v in t]
                 print(f"| {name} ({layer.kernel}) | {m} | {ms[0]} | {ms[1]} | {ms[2]} | {t[2] / t[1]:.2f} | "
                       f"{ms[3]} | {ms[4]} |")
