@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -186,50 +187,81 @@ std::vector<FloatPathRun> float_paths() {
 
 std::string kernel_of(const Lin& l) { return std::string(l.copies[0]->kernel_name()); }
 
-// FP8 / MXFP8 at M = 4096 against the f32 layer they replace.
+// FP8 / MXFP8 at M = 4096 against the f32 layer they replace. Every row,
+// oneDNN's and ours, is timed in the same alternating rounds
+// (bench::time_side_by_side; kM4096Rounds of at least 0.3 s each).
+constexpr int kM4096Rounds = 5;
+
 void fp8_vs_f32(int threads) {
   const int64_t m = 4096, k = 3072, n = 3072;
   const double ops = 2.0 * m * n * k;
   bench::set_threads(threads);
   const std::vector<float> x = random_x(m * k);
   std::vector<float> y(static_cast<size_t>(m * n));
+  struct Row {
+    std::string format, kernel;  // format: "oneDNN f32" / "oneDNN bf16" for the baselines
+    kernels::Isa isa = kernels::best_isa();
+    std::function<void()> call;
+  };
+  std::vector<Row> rows;
   bench::OnednnMatmul f32(bench::OnednnType::f32_f32, m, k, n);
-  const double t_f32 = bench::time_calls([&] { f32.run(); }, 0.3, 5).median;
-  std::printf("| oneDNN f32 | M=%lld K=%lld N=%lld | %d | %s | %8.1f ms | %7.0f | |\n", (long long)m, (long long)k,
-              (long long)n, threads, f32.impl(), t_f32 * 1e3, ops / t_f32 / 1e9);
-  double t_bf = 1e30;  // oneDNN has no bf16 matmul without AVX-512
+  rows.push_back({"oneDNN f32", f32.impl(), kernels::best_isa(), [&] { f32.run(); }});
+  std::unique_ptr<bench::OnednnMatmul> bf;  // oneDNN has no bf16 matmul without AVX-512
+  std::string bf_error;
   try {
-    bench::OnednnMatmul bf(bench::OnednnType::bf16_f32, m, k, n);
-    t_bf = bench::time_calls([&] { bf.run(); }, 0.3, 5).median;
-    std::printf("| oneDNN bf16 | M=%lld K=%lld N=%lld | %d | %s | %8.1f ms | %7.0f | |\n", (long long)m,
-                (long long)k, (long long)n, threads, bf.impl(), t_bf * 1e3, ops / t_bf / 1e9);
+    bf = std::make_unique<bench::OnednnMatmul>(bench::OnednnType::bf16_f32, m, k, n);
+    rows.push_back({"oneDNN bf16", bf->impl(), kernels::best_isa(), [&] { bf->run(); }});
   } catch (const std::exception& e) {
-    std::printf("| oneDNN bf16 | M=%lld K=%lld N=%lld | %d | not run: %s | | | |\n", (long long)m, (long long)k,
-                (long long)n, threads, e.what());
+    bf_error = e.what();
   }
-  const double base = std::min(t_f32, t_bf);
-  // The rows on AMX-BF16 tiles also against tdpbf16ps's own same-run peak.
-  const double tile_peak = bench::bf16_amx_peak_gflops(threads).median;
-  if (tile_peak > 0) std::printf("| tdpbf16ps peak | (calibration loop) | %d | | | %7.0f | |\n", threads, tile_peak);
+  std::vector<Lin> layers;
+  layers.reserve(9);
   for (const FloatPathRun& p : float_paths()) {
     kernels::set_isa(p.isa);
     for (const char* format : {"float8_e4m3fn", "mxfp8", "unquantized"}) {
       if (p.dot == FloatDot::bf16 && format[0] == 'u') continue;  // f32 layers run the FMA core
-      Lin l = make_with(format, n, k, 1, p.dot.value_or(FloatDot::fma));
-      const Linear& lin = *l.copies[0];
-      const double t = bench::time_calls([&] { lin.forward(x.data(), m, y.data()); }, 0.3, 5).median;
-      const std::string kernel = kernel_of(l);
-      std::string of_peak;
-      if (kernel.starts_with("amx_bf16") && tile_peak > 0)
-        of_peak = "; " + std::to_string(static_cast<int>(100.0 * ops / t / 1e9 / tile_peak + 0.5)) +
-                  " % of the tdpbf16ps peak";
-      std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-11s | %8.1f ms | %7.0f | %s vs the faster oneDNN (%s)%s |\n",
-                  format, (long long)m, (long long)k, (long long)n, threads, kernel.c_str(), t * 1e3,
-                  ops / t / 1e9, bench::ratio(base, t).c_str(), t_f32 <= t_bf ? "f32" : "bf16", of_peak.c_str());
-      std::fflush(stdout);
+      layers.push_back(make_with(format, n, k, 1, p.dot.value_or(FloatDot::fma)));
+      const Linear& lin = *layers.back().copies[0];
+      rows.push_back({format, kernel_of(layers.back()), p.isa, [&] { lin.forward(x.data(), m, y.data()); }});
     }
   }
+  std::vector<std::function<void()>> calls;
+  for (const Row& r : rows)
+    calls.push_back([&r] {
+      kernels::set_isa(r.isa);
+      r.call();
+    });
+  const std::vector<double> t = bench::time_side_by_side(calls, kM4096Rounds, 0.3);
   kernels::set_isa(kernels::best_isa());
+
+  std::printf("(every row: the median of %d alternating rounds)\n", kM4096Rounds);
+  double base = 1e30;
+  bool base_f32 = true;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].format.starts_with("oneDNN")) continue;
+    std::printf("| %s | M=%lld K=%lld N=%lld | %d | %s | %8.1f ms | %7.0f | |\n", rows[i].format.c_str(),
+                (long long)m, (long long)k, (long long)n, threads, rows[i].kernel.c_str(), t[i] * 1e3,
+                ops / t[i] / 1e9);
+    if (t[i] < base) base = t[i], base_f32 = rows[i].format == "oneDNN f32";
+  }
+  if (!bf)
+    std::printf("| oneDNN bf16 | M=%lld K=%lld N=%lld | %d | not run: %s | | | |\n", (long long)m, (long long)k,
+                (long long)n, threads, bf_error.c_str());
+  // The rows on AMX-BF16 tiles also against tdpbf16ps's own same-run peak.
+  const double tile_peak = bench::bf16_amx_peak_gflops(threads).median;
+  if (tile_peak > 0) std::printf("| tdpbf16ps peak | (calibration loop) | %d | | | %7.0f | |\n", threads, tile_peak);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].format.starts_with("oneDNN")) continue;
+    std::string of_peak;
+    if (rows[i].kernel.starts_with("amx_bf16") && tile_peak > 0)
+      of_peak = "; " + std::to_string(static_cast<int>(100.0 * ops / t[i] / 1e9 / tile_peak + 0.5)) +
+                " % of the tdpbf16ps peak";
+    std::printf("| %-13s | M=%lld K=%lld N=%lld | %d | %-11s | %8.1f ms | %7.0f | %s vs the faster oneDNN (%s)%s |\n",
+                rows[i].format.c_str(), (long long)m, (long long)k, (long long)n, threads, rows[i].kernel.c_str(),
+                t[i] * 1e3, ops / t[i] / 1e9, bench::ratio(base, t[i]).c_str(), base_f32 ? "f32" : "bf16",
+                of_peak.c_str());
+  }
+  std::fflush(stdout);
 }
 
 // FP8 / MXFP8 at M = 1 from DRAM (1 B/weight) against the read bandwidth.

@@ -13,6 +13,7 @@
 // Usage: bench_linear_int [--quick]   (--quick: fewer, shorter repetitions)
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
   const double ops = 2.0 * M * N * K;
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::printf("# M=%ld K=%ld N=%ld (GOPS = 2MNK/t, median of %d repetitions)\n", M, K, N, reps);
+  std::printf("# M=%ld K=%ld N=%ld (GOPS = 2MNK/t; oneDNN and ours: medians of the same %d alternating rounds)\n", M, K, N,
+              std::max(reps, kMinTimedCalls));
   // On AMX machines our kernels also run once more limited to AVX-512 VNNI
   // (set_isa), so the AMX speedup is a same-run ratio. Peaks: of the VNNI
   // loop, and of the AMX loop where there is one.
@@ -111,27 +113,35 @@ int main(int argc, char** argv) {
   double ours_t[3][3] = {};
   for (int threads : {1, 2}) {
     set_threads(threads);
+    // oneDNN's row and ours (per isa) in the same alternating rounds.
     OnednnMatmul dnnl(OnednnType::u8s8_f32, M, K, N);
-    const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
-    const double dnnl_gops = ops / td.median / 1e9;
+    std::vector<OurLayers> ours;
+    std::vector<std::function<void()>> rows = {[&] { dnnl.run(); }};
+    for (mixq::kernels::Isa isa : isas)
+      for (int i = 0; i < 3; ++i) {
+        mixq::kernels::set_isa(isa);
+        ours.push_back(make_ours(kOurs[i], K, N, 1));
+        rows.push_back([&, isa, j = ours.size() - 1] {
+          mixq::kernels::set_isa(isa);
+          ours[j].take().forward(x.data(), M, y.data());
+        });
+      }
+    const std::vector<double> t = time_side_by_side(rows, reps, min_s);
+    mixq::kernels::set_isa(isas[0]);
+    const double dnnl_gops = ops / t[0] / 1e9;
     const double peak = threads == 1 ? peak1.median : peak2.median;
     const double amx_peak = threads == 1 ? amx1.median : amx2.median;
     std::printf("%-26s %7d %10.0f %8.2f %12s %10s %10s   (%s)\n", "oneDNN u8s8->f32", threads, dnnl_gops,
-                td.median * 1e3, "1.00x", of_peak(dnnl_gops, peak).c_str(), of_peak(dnnl_gops, amx_peak).c_str(),
+                t[0] * 1e3, "1.00x", of_peak(dnnl_gops, peak).c_str(), of_peak(dnnl_gops, amx_peak).c_str(),
                 dnnl.impl());
-    for (mixq::kernels::Isa isa : isas) {
-      mixq::kernels::set_isa(isa);
-      for (int i = 0; i < 3; ++i) {
-        OurLayers ours = make_ours(kOurs[i], K, N, 1);
-        const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
-        if (isa == isas[0]) ours_t[i][threads] = t.median;
-        const double gops = ops / t.median / 1e9;
-        std::printf("%-26s %7d %10.0f %8.2f %12s %10s %10s   (%s)\n", kOurs[i].label, threads, gops,
-                    t.median * 1e3, ratio(gops, dnnl_gops).c_str(), of_peak(gops, peak).c_str(),
-                    of_peak(gops, amx_peak).c_str(), std::string(ours.copies[0].kernel_name()).c_str());
-      }
+    for (size_t j = 0; j < ours.size(); ++j) {
+      const int i = static_cast<int>(j % 3);
+      if (j < 3) ours_t[i][threads] = t[j + 1];
+      const double gops = ops / t[j + 1] / 1e9;
+      std::printf("%-26s %7d %10.0f %8.2f %12s %10s %10s   (%s)\n", kOurs[i].label, threads, gops, t[j + 1] * 1e3,
+                  ratio(gops, dnnl_gops).c_str(), of_peak(gops, peak).c_str(), of_peak(gops, amx_peak).c_str(),
+                  std::string(ours[j].copies[0].kernel_name()).c_str());
     }
-    mixq::kernels::set_isa(isas[0]);
   }
   std::printf("thread scaling 1->2 at M=4096:");
   for (int i = 0; i < 3; ++i)
@@ -148,16 +158,20 @@ int main(int argc, char** argv) {
     std::vector<float> yb(static_cast<size_t>(M * n));
     const std::string shape = std::to_string(k) + "x" + std::to_string(n);
     OnednnMatmul dnnl(OnednnType::u8s8_f32, M, k, n);
-    const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
-    const double dnnl_gops = big_ops / td.median / 1e9;
-    std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", "oneDNN u8s8->f32", shape.c_str(), dnnl_gops, td.median * 1e3,
+    std::vector<OurLayers> ours;  // INT8 ConvRot and W4A4 int4
+    std::vector<std::function<void()>> rows = {[&] { dnnl.run(); }};
+    for (int i = 0; i < 2; ++i) {
+      ours.push_back(make_ours(kOurs[i], k, n, 1));
+      rows.push_back([&, i] { ours[i].take().forward(xb.data(), M, yb.data()); });
+    }
+    const std::vector<double> t = time_side_by_side(rows, reps, min_s);
+    const double dnnl_gops = big_ops / t[0] / 1e9;
+    std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", "oneDNN u8s8->f32", shape.c_str(), dnnl_gops, t[0] * 1e3,
                 "1.00x", dnnl.impl());
-    for (int i = 0; i < 2; ++i) {  // INT8 ConvRot and W4A4 int4
-      OurLayers ours = make_ours(kOurs[i], k, n, 1);
-      const Timing t = time_calls([&] { ours.take().forward(xb.data(), M, yb.data()); }, min_s, reps);
-      const double gops = big_ops / t.median / 1e9;
-      std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", kOurs[i].label, shape.c_str(), gops, t.median * 1e3,
-                  ratio(gops, dnnl_gops).c_str(), std::string(ours.copies[0].kernel_name()).c_str());
+    for (int i = 0; i < 2; ++i) {
+      const double gops = big_ops / t[i + 1] / 1e9;
+      std::printf("%-26s %16s %10.0f %8.2f %12s   %s\n", kOurs[i].label, shape.c_str(), gops, t[i + 1] * 1e3,
+                  ratio(gops, dnnl_gops).c_str(), std::string(ours[i].copies[0].kernel_name()).c_str());
     }
   }
   std::printf("\n");

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -165,43 +166,56 @@ int main(int argc, char** argv) {
   const double ops = 2.0 * M * N * K;
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t, median of %d repetitions; int8 peak for W4A8/SVDQuant/\n"
-              "# W4A4/NVFP4, bf16 dot / f32 FMA peak for AWQ's two rows; SVDQuant's count excludes its low-rank branch)\n",
-              M, K, N, reps);
+  std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t; oneDNN and ours: medians of the same %d alternating\n"
+              "# rounds; int8 peak for W4A8/SVDQuant/W4A4/NVFP4, bf16 dot / f32 FMA peak for AWQ's two rows; SVDQuant's count excludes its low-rank branch)\n",
+              M, K, N, std::max(reps, kMinTimedCalls));
   std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "G(FL)OPS", "ms", "vs oneDNN", "of peak");
   double ours_t[kNumOurs][3] = {};
   for (int threads : {1, 2}) {
     set_threads(threads);
-    double base_gops[2] = {};
-    for (OnednnType type : {OnednnType::u8s8_f32, float_baseline}) {
-      OnednnMatmul dnnl(type, M, K, N);
-      const Timing td = time_calls([&] { dnnl.run(); }, min_s, reps);
-      const bool int8 = type == OnednnType::u8s8_f32;
-      const double gops = ops / td.median / 1e9;
-      const double peak = int8                        ? (threads == 1 ? ipeak1 : ipeak2).median
-                          : type == OnednnType::bf16_f32 ? (threads == 1 ? bpeak1 : bpeak2).median
-                                                         : (threads == 1 ? fpeak1 : fpeak2).median;
-      base_gops[int8 ? 0 : 1] = gops;
-      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", baseline_name(type), threads, gops,
-                  td.median * 1e3, "1.00x", 100 * gops / peak, dnnl.impl());
-      std::fflush(stdout);
+    // oneDNN's rows and ours in the same alternating rounds.
+    const OnednnType types[2] = {OnednnType::u8s8_f32, float_baseline};
+    std::vector<std::unique_ptr<OnednnMatmul>> dnnl;
+    std::vector<std::function<void()>> rows;
+    for (OnednnType type : types) {
+      dnnl.push_back(std::make_unique<OnednnMatmul>(type, M, K, N));
+      rows.push_back([d = dnnl.back().get()] { d->run(); });
     }
+    std::vector<OurLayers> ours;
+    std::vector<int> which;  // kOurs index of each of ours
     for (int i = 0; i < kNumOurs; ++i) {
       if (!runs(kOurs[i])) continue;
+      ours.push_back(make_ours(kOurs[i], K, N, false));
+      which.push_back(i);
+      rows.push_back([&, j = ours.size() - 1] { ours[j].take().forward(x.data(), M, y.data()); });
+    }
+    const std::vector<double> t = time_side_by_side(rows, reps, min_s);
+    double base_gops[2] = {};
+    for (int b = 0; b < 2; ++b) {
+      const bool int8 = types[b] == OnednnType::u8s8_f32;
+      const double gops = ops / t[b] / 1e9;
+      const double peak = int8                            ? (threads == 1 ? ipeak1 : ipeak2).median
+                          : types[b] == OnednnType::bf16_f32 ? (threads == 1 ? bpeak1 : bpeak2).median
+                                                             : (threads == 1 ? fpeak1 : fpeak2).median;
+      base_gops[int8 ? 0 : 1] = gops;
+      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s)\n", baseline_name(types[b]), threads, gops, t[b] * 1e3,
+                  "1.00x", 100 * gops / peak, dnnl[b]->impl());
+    }
+    for (size_t j = 0; j < ours.size(); ++j) {
+      const int i = which[j];
+      const double tj = t[2 + j];
       const bool int8 = kOurs[i].baseline == OnednnType::u8s8_f32;
-      OurLayers ours = make_ours(kOurs[i], K, N, false);
-      const Timing t = time_calls([&] { ours.take().forward(x.data(), M, y.data()); }, min_s, reps);
-      ours_t[i][threads] = t.median;
-      const double gops = ops / t.median / 1e9;
+      ours_t[i][threads] = tj;
+      const double gops = ops / tj / 1e9;
       const bool fma = !int8 && kOurs[i].dot == FloatDot::fma;
       const double peak = int8  ? (threads == 1 ? ipeak1 : ipeak2).median
                           : fma ? (threads == 1 ? fpeak1 : fpeak2).median
                                 : (threads == 1 ? bpeak1 : bpeak2).median;
-      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops,
-                  t.median * 1e3, ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
-                  std::string(ours.copies[0].kernel_name()).c_str(), baseline_name(baseline_of(kOurs[i])));
-      std::fflush(stdout);
+      std::printf("%-22s %7d %10.0f %8.2f %12s %9.0f%%   (%s vs %s)\n", kOurs[i].label, threads, gops, tj * 1e3,
+                  ratio(gops, base_gops[int8 ? 0 : 1]).c_str(), 100 * gops / peak,
+                  std::string(ours[j].copies[0].kernel_name()).c_str(), baseline_name(baseline_of(kOurs[i])));
     }
+    std::fflush(stdout);
   }
   std::printf("thread scaling 1->2 at M=4096:");
   for (int i = 0; i < kNumOurs; ++i)

@@ -49,6 +49,12 @@ VariantTimes alternating_with_read(kernels::StreamingRead* buffer, double bytes,
   return times;
 }
 
+std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& rows, int rounds, double min_seconds) {
+  for (const auto& row : rows) row(), row();
+  return alternating_medians(rows.size(), std::max(rounds, kMinTimedCalls), min_seconds,
+                             [&](size_t i) { rows[i](); });
+}
+
 BesideRead time_beside_read(kernels::StreamingRead& buffer, double bytes, int rounds, double min_seconds,
                             const std::function<void()>& call) {
   call();

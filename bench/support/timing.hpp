@@ -32,6 +32,13 @@ Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, in
 std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
                                         const std::function<void(size_t variant)>& call);
 
+// Rows of a side-by-side table (oneDNN's and ours on one shape): two warm-up
+// calls of each, then alternating_medians over at least kMinTimedCalls
+// rounds, so that their ratios hold on a shared host whose speed drifts by
+// 20-30 % within minutes (BENCHMARKS.md, "Issue 14 on Zen 3"). Median
+// seconds per call, one per row.
+std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& rows, int rounds, double min_seconds);
+
 // The read beside (BENCHMARKS.md, "How every number below is taken"):
 // alternating_medians over call(0 .. variants - 1) and, where `buffer` is
 // given and bytes > 0, a read of `bytes` from it (DRAM, the calibration's
