@@ -200,41 +200,38 @@ void fp8_vs_f32(int threads) {
   std::vector<float> y(static_cast<size_t>(m * n));
   struct Row {
     std::string format, kernel;  // format: "oneDNN f32" / "oneDNN bf16" for the baselines
-    kernels::Isa isa = kernels::best_isa();
-    std::function<void()> call;
   };
   std::vector<Row> rows;
+  std::vector<std::function<void()>> calls;  // one per row
   bench::OnednnMatmul f32(bench::OnednnType::f32_f32, m, k, n);
-  rows.push_back({"oneDNN f32", f32.impl(), kernels::best_isa(), [&] { f32.run(); }});
+  rows.push_back({"oneDNN f32", f32.impl()});
+  calls.push_back([&] { f32.run(); });
   std::unique_ptr<bench::OnednnMatmul> bf;  // oneDNN has no bf16 matmul without AVX-512
   std::string bf_error;
   try {
     bf = std::make_unique<bench::OnednnMatmul>(bench::OnednnType::bf16_f32, m, k, n);
-    rows.push_back({"oneDNN bf16", bf->impl(), kernels::best_isa(), [&] { bf->run(); }});
+    rows.push_back({"oneDNN bf16", bf->impl()});
+    calls.push_back([&] { bf->run(); });
   } catch (const std::exception& e) {
     bf_error = e.what();
   }
   std::vector<Lin> layers;
-  layers.reserve(9);
   for (const FloatPathRun& p : float_paths()) {
     kernels::set_isa(p.isa);
     for (const char* format : {"float8_e4m3fn", "mxfp8", "unquantized"}) {
       if (p.dot == FloatDot::bf16 && format[0] == 'u') continue;  // f32 layers run the FMA core
       layers.push_back(make_with(format, n, k, 1, p.dot.value_or(FloatDot::fma)));
       const Linear& lin = *layers.back().copies[0];
-      rows.push_back({format, kernel_of(layers.back()), p.isa, [&] { lin.forward(x.data(), m, y.data()); }});
+      rows.push_back({format, kernel_of(layers.back())});
+      calls.push_back([&lin, &x, &y, m, isa = p.isa] {
+        kernels::set_isa(isa);
+        lin.forward(x.data(), m, y.data());
+      });
     }
   }
-  std::vector<std::function<void()>> calls;
-  for (const Row& r : rows)
-    calls.push_back([&r] {
-      kernels::set_isa(r.isa);
-      r.call();
-    });
   const std::vector<double> t = bench::time_side_by_side(calls, kM4096Rounds, 0.3);
   kernels::set_isa(kernels::best_isa());
 
-  std::printf("(every row: the median of %d alternating rounds)\n", kM4096Rounds);
   double base = 1e30;
   bool base_f32 = true;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -311,7 +308,8 @@ int main(int argc, char** argv) {
   std::printf("# read bandwidth, 1 GiB, %d threads x 4 streams: %.1f GB/s best pass, %.1f median\n", threads,
               read_bw.best, read_bw.median);
   std::fflush(stdout);
-  std::printf("\n| format | shape | threads | kernel | time | G(FL)OPS | vs oneDNN f32 / bf16 |\n|---|---|---|---|---|---|---|\n");
+  std::printf("\n# M = 4096: every row the median of %d alternating rounds\n", kM4096Rounds);
+  std::printf("| format | shape | threads | kernel | time | G(FL)OPS | vs oneDNN f32 / bf16 |\n|---|---|---|---|---|---|---|\n");
   fp8_vs_f32(threads);
   std::printf("\n| format | shape | threads | kernel | time | packed bytes | weight stream | vs read bandwidth |\n|---|---|---|---|---|---|---|---|\n");
   fp8_streaming(threads, read_bw, beside);
