@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   const auto x = random_x(M, K);
   std::vector<float> y(static_cast<size_t>(M * N));
   std::printf("# M=%ld K=%ld N=%ld (GOPS = 2MNK/t; oneDNN and ours: medians of the same %d alternating rounds)\n", M, K, N,
-              std::max(reps, kMinTimedCalls));
+              side_by_side_rounds(reps));
   // On AMX machines our kernels also run once more limited to AVX-512 VNNI
   // (set_isa), so the AMX speedup is a same-run ratio. Peaks: of the VNNI
   // loop, and of the AMX loop where there is one.

@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
   std::printf("# M=%ld K=%ld N=%ld (G(FL)OPS = 2MNK/t; oneDNN and ours: medians of the same %d alternating\n"
               "# rounds; int8 peak for W4A8/SVDQuant/W4A4/NVFP4, bf16 dot / f32 FMA peak for AWQ's two rows;\n"
               "# SVDQuant's count excludes its low-rank branch)\n",
-              M, K, N, std::max(reps, kMinTimedCalls));
+              M, K, N, side_by_side_rounds(reps));
   std::printf("%-22s %7s %10s %8s %12s %10s\n", "kernel", "threads", "G(FL)OPS", "ms", "vs oneDNN", "of peak");
   double ours_t[kNumOurs][3] = {};
   for (int threads : {1, 2}) {

@@ -51,7 +51,7 @@ VariantTimes alternating_with_read(kernels::StreamingRead* buffer, double bytes,
 
 std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& rows, int rounds, double min_seconds) {
   for (const auto& row : rows) row(), row();
-  return alternating_medians(rows.size(), std::max(rounds, kMinTimedCalls), min_seconds,
+  return alternating_medians(rows.size(), side_by_side_rounds(rounds), min_seconds,
                              [&](size_t i) { rows[i](); });
 }
 

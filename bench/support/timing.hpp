@@ -33,10 +33,11 @@ std::vector<double> alternating_medians(size_t variants, int rounds, double min_
                                         const std::function<void(size_t variant)>& call);
 
 // Rows of a side-by-side table (oneDNN's and ours on one shape): two warm-up
-// calls of each, then alternating_medians over at least kMinTimedCalls
+// calls of each, then alternating_medians over side_by_side_rounds(rounds)
 // rounds, so that their ratios hold on a shared host whose speed drifts by
 // 20-30 % within minutes (BENCHMARKS.md, "Issue 14 on Zen 3"). Median
 // seconds per call, one per row.
+inline int side_by_side_rounds(int rounds) { return rounds > kMinTimedCalls ? rounds : kMinTimedCalls; }
 std::vector<double> time_side_by_side(const std::vector<std::function<void()>>& rows, int rounds, double min_seconds);
 
 // The read beside (BENCHMARKS.md, "How every number below is taken"):
