@@ -28,6 +28,10 @@ template <class Base, int64_t Steps>
 struct StepChunk : Base {
   static constexpr int64_t kStepChunk = Steps;
 };
+template <class Base, bool Inside>
+struct KChunksInside : Base {
+  static constexpr bool kKChunksInside = Inside;
+};
 template <class Base, int64_t Steps>
 struct DotStepChunk : Base {
   static constexpr int64_t kDotStepChunk = Steps;

@@ -238,9 +238,9 @@ struct Job {
   // (panel rows 2t and 2t + 1, interleaved in registers: fp8_pairs).
   int64_t steps = 0, row = 0;
   // In place (FloatPanels::in_place): the thread's packed chunk, panels
-  // chunk_p0.. with chunk_steps steps each from the current K chunk's s0.
+  // chunk_p0.. with chunk_steps steps each from step chunk_s0 (pack_group).
   const uint8_t* chunk = nullptr;
-  int64_t chunk_p0 = 0, chunk_steps = 0;
+  int64_t chunk_p0 = 0, chunk_s0 = 0, chunk_steps = 0;
   std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
   // Many rows (decoded_rows()): the current K chunk of panels decoded_p0..
   // decoded to f32 rows of 16 values (block scales applied), decoded_steps
@@ -254,7 +254,7 @@ struct Job {
 inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   const FloatPanels& w = *job.w;
   if (job.decoded) return reinterpret_cast<const uint8_t*>(job.decoded + (p - job.decoded_p0) * job.decoded_steps * 16);
-  if (job.chunk) return job.chunk + (p - job.chunk_p0) * job.chunk_steps * job.row;
+  if (job.chunk) return job.chunk + ((p - job.chunk_p0) * job.chunk_steps + s0 - job.chunk_s0) * job.row;
   return w.data.data() + p * w.steps * w.row_bytes() + s0 * job.row;
 }
 
@@ -557,41 +557,76 @@ inline float* aligned_rows(std::vector<float>& scratch, size_t floats) {
   return scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) % 64 / 4) % 16;
 }
 
-// Every row against panels [p0, p1) over steps [s0, s1), in row chunks. With
-// at least decoded_rows() rows in a row chunk, each K chunk of a tile's
-// panels is decoded once (FMA core: to f32, decode_chunk; dot core: to bf16
-// pairs, decode_pair_chunk) instead of once per MR rows: the core then spends
-// its vector ports on FMAs / dots (decoding FP8 in registers took about a
-// third of them at M = 4096, bench_linear_float). FP8 on AVX-512 (mixq bench,
-// alternating runs): M = 24 1.14x faster decoded (K = 3072 and 12288), M = 16
-// 7 % slower (the FMA core; the dot core's threshold: float_tile.hpp).
+// Rows [r0, r1) against panels [p, end) over steps [s0, s1) (one K
+// chunk): with `decode`, the chunk of panels decoded once into `buffer`
+// (FMA core: to f32, decode_chunk; dot core: to bf16 pairs,
+// decode_pair_chunk) and the micro-kernels run on it, as on f32 panels.
+template <class V, class Tune, Core C, PanelType T>
+void panel_chunk(const Job& job, int64_t r0, int64_t r1, int64_t p, int64_t end, int64_t s0, int64_t s1, bool first,
+                 bool last, float* buffer) {
+  if (!buffer) {
+    row_block<V, Tune, C, T>(job, r0, r1, p, end, s0, s1, first, last);
+    return;
+  }
+  if constexpr (C == Core::fma)
+    decode_chunk<V, T>(job, p, end, s0, s1, buffer);
+  else
+    decode_pair_chunk<V, T>(job, p, end, s0, s1, buffer);
+  Job d = job;
+  d.decoded = buffer;
+  d.decoded_steps = s1 - s0;
+  d.decoded_p0 = p;
+  constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
+  row_block<V, Tune, C, kDecoded>(d, r0, r1, p, end, s0, s1, first, last);
+}
+
+// The decode buffer of a row chunk of `rows` rows over K chunks of `steps`
+// steps: a per-thread scratch of J panels' chunks (48 / 96 KiB on AVX-512,
+// 64 KiB on AVX2), or null where the chunk runs on the panels as they are
+// (f32 panels, or fewer rows than decoded_rows()).
+template <class Tune, Core C, PanelType T>
+float* decode_buffer(int64_t rows, int64_t steps) {
+  constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
+  if (T == kDecoded || rows < decoded_rows<Tune, C>()) return nullptr;
+  constexpr int J = Tune::panels_for(Tune::kMR);
+  thread_local std::vector<float> decoded;
+  return aligned_rows(decoded, static_cast<size_t>(J * steps * 16));
+}
+
+// Every row against panels [p0, p1) over steps [s0, s1) (one K chunk), in
+// row chunks, each decoded once per tile of panels where decode_buffer says
+// so, instead of once per MR rows: the core then spends its vector ports on
+// FMAs / dots (decoding FP8 in registers took about a third of them at M =
+// 4096, bench_linear_float). FP8 on AVX-512 (mixq bench, alternating runs):
+// M = 24 1.14x faster decoded (K = 3072 and 12288), M = 16 7 % slower (the
+// FMA core; the dot core's threshold: float_tile.hpp).
 template <class V, class Tune, Core C, PanelType T>
 void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, int64_t s1, bool first, bool last) {
   constexpr int J = Tune::panels_for(Tune::kMR);
-  // What a decoded chunk holds, and whether this core and type decode.
-  constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
-  constexpr bool kDecode = T != kDecoded;
   for (int64_t mc = 0; mc < m; mc += row_chunk<Tune, C>()) {
     const int64_t mend = std::min(m, mc + row_chunk<Tune, C>());
-    if (!kDecode || mend - mc < decoded_rows<Tune, C>()) {
-      row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
-      continue;
-    }
-    thread_local std::vector<float> decoded;  // J · step_chunk() rows of 64 B: 48 / 96 KiB (AVX-512), 64 KiB (AVX2)
-    // The K chunk may be longer (kFewRowsStepChunk).
-    float* const buffer = aligned_rows(decoded, static_cast<size_t>(J * (s1 - s0) * 16));
-    Job d = job;
-    d.decoded = buffer;
-    d.decoded_steps = s1 - s0;
-    for (int64_t p = p0; p < p1; p += J) {
-      const int64_t end = std::min(p1, p + J);
-      if constexpr (C == Core::fma)
-        decode_chunk<V, T>(job, p, end, s0, s1, buffer);
-      else
-        decode_pair_chunk<V, T>(job, p, end, s0, s1, buffer);
-      d.decoded_p0 = p;
-      row_block<V, Tune, C, kDecoded>(d, mc, mend, p, end, s0, s1, first, last);
-    }
+    float* const buffer = decode_buffer<Tune, C, T>(mend - mc, s1 - s0);
+    for (int64_t p = p0; p < p1; p += J)
+      panel_chunk<V, Tune, C, T>(job, mc, mend, p, std::min(p1, p + J), s0, s1, first, last, buffer);
+  }
+}
+
+// The same over every K chunk of packed panels (k_chunks), with the K
+// chunks innermost (Tune::kKChunksInside): a row chunk's tile of J panels
+// runs all of K before the next tile, so its partial sums (row chunk x 16·J
+// outputs: 16 KiB on AVX2) stay in cache between K chunks, where with the K
+// chunks outermost y (50 MB at M = 4096, N = 3072) went through memory once
+// per chunk.
+template <class V, class Tune, Core C, PanelType T, class KChunks>
+void row_chunks_k_inside(const Job& job, int64_t m, int64_t p0, int64_t p1, KChunks&& k_chunks) {
+  constexpr int J = Tune::panels_for(Tune::kMR);
+  for (int64_t mc = 0; mc < m; mc += row_chunk<Tune, C>()) {
+    const int64_t mend = std::min(m, mc + row_chunk<Tune, C>());
+    float* const buffer = decode_buffer<Tune, C, T>(mend - mc, std::min(job.steps, step_chunk<Tune, C>()));
+    for (int64_t p = p0; p < p1; p += J)
+      k_chunks(step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
+        panel_chunk<V, Tune, C, T>(job, mc, mend, p, std::min(p1, p + J), s0, s1, first, last, buffer);
+      });
   }
 }
 
@@ -631,6 +666,28 @@ int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   return p0;
 }
 
+// Read in place: packs steps [s0, s1) of panels [p, end) into `buffer`
+// (each panel's steps one after the other; an odd K's pad row zero, as in
+// packed panels) and points job's chunk there; the columns whose codes hold
+// a NaN go to job.nan_columns.
+template <class V, class Tune, Core C>
+void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, int64_t s1) {
+  constexpr int64_t kRowsPerStep = C == Core::dot ? 2 : 1;  // the dot core's steps are two panel rows
+  const FloatPanels& w = *job.w;
+  const int64_t r0 = kRowsPerStep * s0, r1 = kRowsPerStep * s1;
+  job.chunk = buffer;
+  job.chunk_p0 = p;
+  job.chunk_s0 = s0;
+  job.chunk_steps = s1 - s0;
+  for (int64_t q = p; q < end; ++q) {
+    uint8_t* dst = buffer + (q - p) * (s1 - s0) * job.row;
+    const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, Tune::kPackAhead);
+    if (r1 > w.k) std::memset(dst + (w.k - r0) * 16, 0, 16);
+    for (int j = 0; j < 16; ++j)
+      if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
+  }
+}
+
 // A thread's panels [p0, p1) over K chunks of step_chunk() steps, in k order
 // for every output. In place, each K chunk of panels is packed into a
 // per-thread buffer first (pack_steps: on AVX-512 64 k per zmm transpose):
@@ -638,7 +695,8 @@ int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 // their rows' K chunks in order (each row read front to back, packed, then
 // used from L1); with more rows, the thread's panels in groups of at most
 // kInPlaceGroupBytes per K chunk (float_tile.hpp), each K chunk of a group
-// packed once, then the row chunks.
+// packed once, then the row chunks; where the K chunks run innermost
+// (Tune::kKChunksInside), all of K of each group, then the row chunks.
 template <class V, class Tune, Core C, PanelType T>
 void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   const FloatPanels& w = *job.w;
@@ -653,6 +711,10 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   if (!w.in_place()) {
     p0 = packed_by_tables<V, Tune, C, T>(job, m, p0, p1);
     if (p0 == p1) return;
+    if (m >= Tune::kMR && Tune::kKChunksInside) {
+      row_chunks_k_inside<V, Tune, C, T>(job, m, p0, p1, k_chunks);
+      return;
+    }
     const int64_t steps_per_chunk = m < Tune::kMR ? Tune::kFewRowsStepChunk : step_chunk<Tune, C>();
     k_chunks(steps_per_chunk, [&](int64_t s0, int64_t s1, bool first, bool last) {
       row_chunks<V, Tune, C, T>(job, m, p0, p1, s0, s1, first, last);
@@ -661,30 +723,25 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   }
   p0 = rows_in_place<V, Tune, C, T>(job, m, p0, p1);
   if (p0 == p1) return;
-  const int64_t chunk_bytes = std::min(steps, step_chunk<Tune, C>()) * job.row;
   constexpr int64_t J = Tune::panels_for(Tune::kMR);
+  // Many rows with the K chunks innermost: all of K of a group packed at
+  // once, so that every K chunk of it is there for each row chunk.
+  const bool whole_k = Tune::kKChunksInside && m > Tune::kRowChunk;
+  const int64_t chunk_bytes = (whole_k ? steps : std::min(steps, step_chunk<Tune, C>())) * job.row;
   const int64_t fits = std::max<int64_t>(J, kInPlaceGroupBytes / std::max<int64_t>(1, chunk_bytes) / J * J);
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : std::min(p1 - p0, fits);
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;
-  local.chunk = chunk.data();
   for (int64_t p = p0; p < p1; p += group) {
     const int64_t end = std::min(p1, p + group);
-    local.chunk_p0 = p;
+    if (whole_k) {
+      pack_group<V, Tune, C>(local, chunk.data(), p, end, 0, steps);
+      row_chunks_k_inside<V, Tune, C, T>(local, m, p, end, k_chunks);
+      continue;
+    }
     k_chunks(step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
-      local.chunk_steps = s1 - s0;
-      for (int64_t q = p; q < end; ++q) {
-        // Panel rows [r0, r1) of this K chunk (the dot core's steps are two
-        // rows; an odd K's pad row is zero, as in packed panels).
-        constexpr int64_t kRowsPerStep = C == Core::dot ? 2 : 1;
-        const int64_t r0 = kRowsPerStep * s0, r1 = kRowsPerStep * s1;
-        uint8_t* dst = chunk.data() + (q - p) * (s1 - s0) * job.row;
-        const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, Tune::kPackAhead);
-        if (r1 > w.k) std::memset(dst + (w.k - r0) * 16, 0, 16);
-        for (int j = 0; j < 16; ++j)
-          if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
-      }
+      pack_group<V, Tune, C>(local, chunk.data(), p, end, s0, s1);
       row_chunks<V, Tune, C, T>(local, m, p, end, s0, s1, first, last);
     });
   }

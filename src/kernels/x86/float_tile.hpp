@@ -34,6 +34,16 @@ namespace {
 //    FP8 and MXFP8, packed and in place (bench_float_tunings, the "(before)"
 //    variant; BENCHMARKS.md "Issue 14 on Zen 4"); 512 pairs had been 1.06-1.12x
 //    faster than 256 on Zen 5;
+//  - kKChunksInside: from kMR rows on, each row chunk's tile of panels runs
+//    every K chunk before the next tile (row_chunks_k_inside; read in place
+//    with more than one row chunk, each group of panels packed for all of K
+//    at once), so the tile's partial sums stay in cache between K chunks;
+//    false: K chunks outermost, the whole y (50 MB at M = 4096, N = 3072)
+//    read back from memory once per chunk. AVX2 (Zen 3, M = 4096, FP8): packed
+//    1.03-1.09x faster in 10 of 12 alternating runs at K = 3072 and 12288, in
+//    place 0.97-1.11x (bench_float_tunings --tuning "K chunks outermost";
+//    BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth session"). AVX-512: not
+//    measured; false;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
@@ -89,6 +99,7 @@ struct FloatTile<8> {
   // panel chunk is read from L2): BENCHMARKS.md, "Issue 14 on AVX2: AMD EPYC
   // Zen 2, seventh session".
   static constexpr int64_t kStepChunk = 1024;
+  static constexpr bool kKChunksInside = true;
   // 256 rows: 0.95-0.97x the time of 128 at M = 192 to 4096, K = 3072 and
   // 12288, packed (in place 0.93-1.00x); 64 and 512 were slower, 2048 much
   // slower (bench_float_tunings --tuning "row chunk"; BENCHMARKS.md, "eighth
@@ -117,6 +128,7 @@ struct FloatTile<16> {
   static constexpr bool tile_ok(int) { return true; }
   static constexpr int64_t kGrain = 3;
   static constexpr int64_t kStepChunk = 256;
+  static constexpr bool kKChunksInside = false;
   static constexpr int64_t kDotStepChunk = 2048;
   static constexpr int64_t kDotRowChunk = 1024;
   // The dot core decodes its K chunks from 17 rows on: on Zen 5, M = 17 to
