@@ -25,6 +25,10 @@ template <class Base>
 struct NibblesPerBlock : Base {
   static constexpr bool kUnpackLargeM = false;
 };
+template <class Base, int64_t MaxK>
+struct PanelsUnpacked : Base {
+  static constexpr int64_t kUnpackMaxK = MaxK;
+};
 
 // The whole layer on target V under tile T (SvdquantTuning::run).
 template <class V, class T>
