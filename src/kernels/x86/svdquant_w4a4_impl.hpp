@@ -62,10 +62,11 @@ struct SvdquantTile {
   // the unpacked panels, 576 KiB, crowd the rows' codes out of the 1 MiB L2),
   // at K = 5376 even. AVX2 (Zen 3, one panel a block: 48 KiB unpacked at
   // K = 3072, 192 KiB at 12288, in a 512 KiB L2), 2 threads
-  // (bench_svdquant_tunings --tuning "nibbles"): 1.17-1.36x faster at M = 96
+  // (bench_svdquant_tunings --tuning "nibbles"): 1.17-1.36x faster at M = 256
   // to 4096, K = N = 3072, at K = 12288 N = 3072, K = 3072 N = 12288 and
-  // K = 5376 N = 21504 (BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth
-  // session"); AVX-VNNI not measured.
+  // K = 5376 N = 21504; the layer at M = 4096, K = N = 3072 1.2-1.3x
+  // (bench_phases; BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth
+  // session"). AVX-VNNI not measured.
   static constexpr bool kUnpackLargeM = true;
   static constexpr int64_t kUnpackMinRows = 96, kUnpackMaxK = V::kLanes == 16 ? 3072 : 12288;
 };
