@@ -18,7 +18,7 @@ std::vector<SvdquantTuning> svdquant_tunings_avx2() {
           {"2+ rows: block 3 rows x 1 panel", run_tuned<Avx2, Block<Base, 3, 1>>},
           {"2+ rows: block 2 rows x 2 panels", run_tuned<Avx2, Block<Base, 2, 2>>},
           {"large M: nibbles split per block (before)", run_tuned<Avx2, NibblesPerBlock<Base>>},
-          {"large M: panels unpacked up to K = 3072 only", run_tuned<Avx2, PanelsUnpacked<Base, 3072>>},
+          {"large M: panels unpacked up to K = 3072 only", run_tuned<Avx2, UnpackMaxK<Base, 3072>>},
           {"the layer's kernel (the library's build of the default)",
            [](const SvdquantPacked& w, const float* x, int64_t m, float* y) { svdquant_avx2(w, x, m, y, false); }}};
 }

@@ -26,7 +26,7 @@ struct NibblesPerBlock : Base {
   static constexpr bool kUnpackLargeM = false;
 };
 template <class Base, int64_t MaxK>
-struct PanelsUnpacked : Base {
+struct UnpackMaxK : Base {
   static constexpr int64_t kUnpackMaxK = MaxK;
 };
 

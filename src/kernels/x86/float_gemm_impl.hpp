@@ -558,7 +558,7 @@ inline float* aligned_rows(std::vector<float>& scratch, size_t floats) {
 }
 
 // Rows [r0, r1) against panels [p, end) over steps [s0, s1) (one K
-// chunk): with `decode`, the chunk of panels decoded once into `buffer`
+// chunk): given a `buffer`, the chunk of panels decoded once into it
 // (FMA core: to f32, decode_chunk; dot core: to bf16 pairs,
 // decode_pair_chunk) and the micro-kernels run on it, as on f32 panels.
 template <class V, class Tune, Core C, PanelType T>
