@@ -606,6 +606,10 @@ void row_chunks(const Job& job, int64_t m, int64_t p0, int64_t p1, int64_t s0, i
   for (int64_t mc = 0; mc < m; mc += row_chunk<Tune, C>()) {
     const int64_t mend = std::min(m, mc + row_chunk<Tune, C>());
     float* const buffer = decode_buffer<Tune, C, T>(mend - mc, s1 - s0);
+    if (!buffer) {  // all the panels at once: tiles of fewer rows take their own (wider) J
+      row_block<V, Tune, C, T>(job, mc, mend, p0, p1, s0, s1, first, last);
+      continue;
+    }
     for (int64_t p = p0; p < p1; p += J)
       panel_chunk<V, Tune, C, T>(job, mc, mend, p, std::min(p1, p + J), s0, s1, first, last, buffer);
   }
@@ -711,7 +715,10 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   if (!w.in_place()) {
     p0 = packed_by_tables<V, Tune, C, T>(job, m, p0, p1);
     if (p0 == p1) return;
-    if (m >= Tune::kMR && Tune::kKChunksInside) {
+    // Under decoded_rows() the tiles read the panels in registers and the
+    // partial sums are a few rows: the K chunks stay outermost, so that
+    // row_chunks gives the leftover rows' tiles every panel (their wider J).
+    if (m >= decoded_rows<Tune, C>() && Tune::kKChunksInside) {
       row_chunks_k_inside<V, Tune, C, T>(job, m, p0, p1, k_chunks);
       return;
     }
