@@ -10,6 +10,7 @@
 // the CPU lacks is skipped by name. NVFP4 is in test_kernels_nvfp4.cpp, FP8
 // read in place in test_kernels_float_in_place.cpp.
 #include <gtest/gtest.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -325,6 +327,79 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
         expect_bits_equal(want, got, "fma core");
       }
     }
+  }
+}
+
+// Under 6 rows the AVX2 core runs E4M3 with the activations times 2^112 and
+// the codes widened to value·2^-120 by integer operations
+// (FloatIo::e4m3_by_exponent), where every finite |x| < 2^16; else, and
+// where this thread reads denormals as zero (next test), the f16 widening.
+// Both are the FMA chain in k order bit for bit (std::fma, then alpha and
+// bias): a row whose largest |x| is just under 2^16 (61440, scaled), one
+// with 2^16 and one with -2^17 (not scaled), and an infinite or NaN x (scaled:
+// inf·2^112 is inf), on packed panels and read in place, random codes
+// (subnormals among them), a K tail and a partial panel.
+TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
+  if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps)";
+  using T = x86::PanelType;
+  const int64_t n = 37, k = 70;
+  const StoredWeight sw = stored_weight(T::e4m3, n, k, 91);
+  const std::vector<float> bias = random_floats(static_cast<size_t>(n), 92, 0.5f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (bool in_place : {false, true}) {
+    const x86::FloatPanels panels = in_place ? x86::float_panels_in_place(T::e4m3, sw.bytes.data(), sw.row_bytes, n, k)
+                                             : sw.pack();
+    for (int64_t m = 1; m <= 5; ++m) {
+      for (float big : {61440.0f, 65536.0f, -131072.0f, inf, std::nanf("")}) {
+        std::vector<float> x = random_floats(static_cast<size_t>(m * k), 93 + m, 4.0f);
+        x[static_cast<size_t>((m - 1) * k + 5)] = big;  // the last row's k = 5
+        std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], sw.value[c * k + i], acc);
+            want[r * n + c] = acc * 0.5f + bias[c];
+          }
+        gemm_f32(x.data(), k, m, panels, 0.5f, bias.data(), got.data());
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " x=" << big << " in place " << in_place);
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(got[i])) << "output " << i;
+          } else {
+            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                << "output " << i << ": want " << want[i] << ", got " << got[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+// With the denormals-are-zero flag set in MXCSR (as torch.set_flush_denormal
+// does), E4M3's subnormal codes still decode exactly: the value·2^-120 that
+// the scaled-x path makes of them is an f32 subnormal, which DAZ would read
+// as zero, so a thread with DAZ set takes the f16 widening. One thread, so
+// that the test's thread (the one with DAZ) runs every panel; every code at
+// k = 0 with x = 1.
+TEST_P(FloatKernels, SubnormalCodesSurviveDenormalsAreZero) {
+  if (!f32_acts()) GTEST_SKIP() << "the FMA cores";
+  const int64_t n = 256, k = 1;
+  std::vector<uint8_t> codes(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c) codes[c] = static_cast<uint8_t>(c);
+  const x86::FloatPanels panels = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k);
+  const int threads = num_threads();
+  set_num_threads(1);
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x0040u);  // DAZ
+  const float x = 1.0f;
+  std::vector<float> got(static_cast<size_t>(n));
+  gemm_f32(&x, k, 1, panels, 1.0f, nullptr, got.data());
+  _mm_setcsr(csr);
+  set_num_threads(threads);
+  for (int64_t c = 0; c < n; ++c) {
+    const float want = e4m3_to_f32(static_cast<uint8_t>(c));
+    if (std::isnan(want)) continue;  // the NaN columns: DecodedWeightsAreExactForEveryCode
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(0.0f + want)) << "code " << c;
   }
 }
 

@@ -70,6 +70,12 @@ template <class Base>
 struct NeverDecoded : Base {
   static constexpr int64_t kDecodedRows = kAllSteps, kDotDecodedRows = kAllSteps;
 };
+// E4M3 under Rows rows with the activations scaled by 2^112 and the codes
+// widened by integer operations (0: never, the f16 widening).
+template <class Base, int64_t Rows>
+struct ScaledXRows : Base {
+  static constexpr int64_t kScaledXRows = Rows;
+};
 template <class Base, int64_t Chunks>
 struct PackAhead : Base {
   static constexpr int64_t kPackAhead = Chunks;

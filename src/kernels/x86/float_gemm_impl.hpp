@@ -116,6 +116,23 @@ struct FloatIo<Avx2> {
     out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
+  // 16 E4M3 codes as their value·2^-120, by integer operations only: the
+  // code sign-extended to 32 bits and shifted left by 20 puts the mantissa
+  // in bits 20-22, the exponent field in 23-26 (an f32 exponent field of e,
+  // bias 127 against E4M3's 7) and copies of the sign in 27-31, of which
+  // the mask keeps bit 31. Subnormal codes (e = 0) land on f32 subnormals
+  // scaled the same way, so every code is exact; the caller's activations
+  // carry the 2^112 that makes this the fp8() value·2^-8 (WithScaledX).
+  // Three operations per 8 codes where fp8() spends vcvtph2ps, which Zen 3
+  // issues once a cycle (BENCHMARKS.md, "Issue 14 on Zen 3, fifteenth
+  // session").
+  static void e4m3_by_exponent(const uint8_t* p, F* out) {
+    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
+      out[h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(c, 20), keep));
+    }
+  }
   // 16 E8M0 bytes as f32: the byte is the exponent field (0 -> 0.0, 255 ->
   // inf, as e8m0_to_f32).
   static void e8m0(const uint8_t* p, F* out) {
@@ -258,11 +275,13 @@ inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   return w.data.data() + p * w.steps * w.row_bytes() + s0 * job.row;
 }
 
-// One panel row of type T at p as kVP f32 vectors.
-template <class V, PanelType T>
+// One panel row of type T at p as kVP f32 vectors; ScaledX: E4M3 as
+// value·2^-120 for activations scaled by 2^112 (WithScaledX).
+template <class V, PanelType T, bool ScaledX = false>
 inline void decode_row(const uint8_t* p, typename V::F* out) {
   using Io = FloatIo<V>;
-  if constexpr (T == PanelType::f32) Io::f32(p, out);
+  if constexpr (ScaledX && T == PanelType::e4m3) Io::e4m3_by_exponent(p, out);
+  else if constexpr (T == PanelType::f32) Io::f32(p, out);
   else if constexpr (T == PanelType::bf16) Io::bf16(p, out);
   else if constexpr (T == PanelType::f16) Io::f16(p, out);
   else if constexpr (T == PanelType::nvfp4) Io::template fp8_bytes<false>(e2m1_f16_high(p), out);
@@ -299,6 +318,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   constexpr int L = V::kLanes;
   constexpr int VP = 16 / L;  // vectors per panel row
   constexpr int NV = J * VP;  // accumulators per row
+  static_assert(!(Tune::kScaledX && kTwoSteps<V, Tune, T>), "the two-step widening has no scaled-x decode");
   // Block-scaled types: MXFP8 (E8M0 per 32 k) and NVFP4 (E4M3 per 16 k).
   constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
   const FloatPanels& w = *job.w;
@@ -353,7 +373,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         if constexpr (NV <= MR) {
           F wv[NV];
           MIXQ_UNROLL
-          for (int j = 0; j < J; ++j) decode_row<V, T>(b[j] + (s - s0) * row, wv + j * VP);
+          for (int j = 0; j < J; ++j) decode_row<V, T, Tune::kScaledX>(b[j] + (s - s0) * row, wv + j * VP);
           if constexpr (kMx) {
             MIXQ_UNROLL
             for (int h = 0; h < NV; ++h) wv[h] = V::mul(wv[h], V::load(sc + h * L));
@@ -401,7 +421,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
           MIXQ_UNROLL
           for (int j = 0; j < J; ++j) {
             F wv[VP];
-            decode_row<V, T>(b[j] + (s - s0) * row, wv);
+            decode_row<V, T, Tune::kScaledX>(b[j] + (s - s0) * row, wv);
             MIXQ_UNROLL
             for (int q = 0; q < VP; ++q) {
               if constexpr (kMx) wv[q] = V::mul(wv[q], V::load(sc + (j * VP + q) * L));
@@ -587,7 +607,7 @@ void panel_chunk(const Job& job, int64_t r0, int64_t r1, int64_t p, int64_t end,
 template <class Tune, Core C, PanelType T>
 float* decode_buffer(int64_t rows, int64_t steps) {
   constexpr PanelType kDecoded = C == Core::fma ? PanelType::f32 : PanelType::bf16;
-  if (T == kDecoded || rows < decoded_rows<Tune, C>()) return nullptr;
+  if (T == kDecoded || rows < decoded_rows<Tune, C>() || Tune::kScaledX) return nullptr;
   constexpr int J = Tune::panels_for(Tune::kMR);
   thread_local std::vector<float> decoded;
   return aligned_rows(decoded, static_cast<size_t>(J * steps * 16));
@@ -754,6 +774,38 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   }
 }
 
+// The tuning Tune for a call whose activations run scaled by 2^112 (E4M3
+// decoded by FloatIo::e4m3_by_exponent).
+template <class Tune>
+struct WithScaledX : Tune {
+  static constexpr bool kScaledX = true;
+};
+
+// The denormals-are-zero flag of this thread's MXCSR: with it set, the
+// subnormal f32 that e4m3_by_exponent makes of E4M3's subnormal codes would
+// read as zero.
+inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
+
+// For an E4M3 layer of at most Tune::kScaledXRows rows: the activations
+// times 2^112 in `scaled` (rows of k values), or null where that does not
+// hold every product exactly (a finite |x| >= 2^16 would overflow) or the
+// target does not use it. x·2^112 is exact (a power of two, no overflow),
+// and x·2^112 · value·2^-120 is the very product x · value·2^-8 that the
+// f16 widening gives, so the FMA chains keep their bits.
+template <class Tune, Core C>
+const float* scaled_x(const float* a, int64_t lda, int64_t m, const FloatPanels& w, std::vector<float>& scaled) {
+  if (C != Core::fma || w.type != PanelType::e4m3 || m > Tune::kScaledXRows || denormals_are_zero()) return nullptr;
+  scaled.resize(static_cast<size_t>(m * w.k));
+  constexpr float kLimit = 65536.0f;  // 2^16: 2^16·2^112 = 2^128 overflows
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < w.k; ++c) {
+      const float x = a[r * lda + c];
+      if (std::fabs(x) >= kLimit && std::isfinite(x)) return nullptr;
+      scaled[static_cast<size_t>(r * w.k + c)] = x * 0x1p112f;
+    }
+  return scaled.data();
+}
+
 template <class V, Core C, class Tune = FloatTile<V::kLanes>>
 void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
@@ -768,11 +820,23 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
   shared.steps = C == Core::dot ? w.pair_steps() : w.k;
   shared.row = C == Core::dot ? 2 * w.row_bytes() : w.row_bytes();
   std::vector<std::vector<int64_t>> found;  // in place: NaN columns found by each thread
+  thread_local std::vector<float> scaled_rows;
+  const float* x_scaled = nullptr;
+  if constexpr (C == Core::fma && Tune::kScaledXRows > 0)
+    x_scaled = scaled_x<Tune, C>(static_cast<const float*>(a), lda, m, w, scaled_rows);
   util::parallel_for(
       w.panels, Tune::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
       [&](int64_t p0, int64_t p1, int thread) {
         Job job = shared;
         job.nan_columns = &found[static_cast<size_t>(thread)];
+        if constexpr (C == Core::fma && Tune::kScaledXRows > 0) {
+          if (x_scaled && !denormals_are_zero()) {  // each thread's own MXCSR
+            job.a = x_scaled;
+            job.lda = w.k;
+            run<V, WithScaledX<Tune>, C, PanelType::e4m3>(job, m, p0, p1);
+            return;
+          }
+        }
         if constexpr (C == Core::dot) {
           switch (w.type) {
             case PanelType::e4m3: run<V, Tune, C, PanelType::e4m3>(job, m, p0, p1); break;

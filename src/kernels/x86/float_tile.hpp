@@ -45,6 +45,12 @@ namespace {
 //    BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth session"). AVX-512: not
 //    measured; false;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
+//  - kScaledXRows: up to this many rows (0: never), E4M3 layers run with the
+//    activations times 2^112 and the codes widened to value·2^-120 by three
+//    integer operations per 8 codes (FloatIo::e4m3_by_exponent), where
+//    every finite |x| < 2^16 and the denormals-are-zero flag is off
+//    (scaled_x in float_gemm_impl.hpp); the same products, so the same
+//    bits. kScaledX: set by WithScaledX for such a call;
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
 //    4 KiB at a time with every other panel in between; nothing is reused
@@ -110,6 +116,8 @@ struct FloatTile<8> {
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kTwoSteps = false;
+  static constexpr int64_t kScaledXRows = 5;
+  static constexpr bool kScaledX = false;
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
   static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
@@ -144,6 +152,8 @@ struct FloatTile<16> {
   static constexpr int64_t kStreamPrefetchBytes = kernels::kStreamPrefetchBytes;  // 2 KiB
   static constexpr PrefetchHint kStreamPrefetchHint = _MM_HINT_T0;
   static constexpr bool kTwoSteps = true;
+  static constexpr int64_t kScaledXRows = 0;  // vcvtph2ps on zmm is not the bottleneck there: not measured
+  static constexpr bool kScaledX = false;
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
   static constexpr int64_t kInPlaceRegisterRows = 4;
