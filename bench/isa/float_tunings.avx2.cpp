@@ -59,6 +59,7 @@ std::vector<FloatTuning> float_tunings_avx2() {
           {"in place, K chunk 2048 steps", true, run<StepChunk<Base, 2048>>},
           {"in place, E4M3 widened through f16 (before)", true, run<ScaledXRows<Base, 0>>},
           {"in place, no pack prefetch", true, run<PackAhead<Base, 0>>},
+          {"in place, few rows: pack prefetch 1 chunk ahead (before)", true, run<FewRowsPackAhead<Base, 1>>},
           {"in place, pack prefetch 2 chunks ahead", true, run<PackAhead<Base, 2>>},
           {"in place, pack prefetch 4 chunks ahead", true, run<PackAhead<Base, 4>>},
           {"the layer's kernel (the library's build)", false, layer_fma},

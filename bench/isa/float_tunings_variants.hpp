@@ -77,8 +77,12 @@ struct ScaledXRows : Base {
   static constexpr int64_t kScaledXRows = Rows;
 };
 template <class Base, int64_t Chunks>
-struct PackAhead : Base {
-  static constexpr int64_t kPackAhead = Chunks;
+struct PackAhead : Base {  // at every row count
+  static constexpr int64_t kPackAhead = Chunks, kFewRowsPackAhead = Chunks;
+};
+template <class Base, int64_t Chunks>
+struct FewRowsPackAhead : Base {
+  static constexpr int64_t kFewRowsPackAhead = Chunks;
 };
 template <class Base, int64_t Rows>
 struct InPlaceRegisterRows : Base {

@@ -694,8 +694,8 @@ int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 // (each panel's steps one after the other; an odd K's pad row zero, as in
 // packed panels) and points job's chunk there; the columns whose codes hold
 // a NaN go to job.nan_columns.
-template <class V, class Tune, Core C>
-void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, int64_t s1) {
+template <class V, Core C>
+void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, int64_t s1, int64_t ahead) {
   constexpr int64_t kRowsPerStep = C == Core::dot ? 2 : 1;  // the dot core's steps are two panel rows
   const FloatPanels& w = *job.w;
   const int64_t r0 = kRowsPerStep * s0, r1 = kRowsPerStep * s1;
@@ -705,7 +705,7 @@ void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, i
   job.chunk_steps = s1 - s0;
   for (int64_t q = p; q < end; ++q) {
     uint8_t* dst = buffer + (q - p) * (s1 - s0) * job.row;
-    const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, Tune::kPackAhead);
+    const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, ahead);
     if (r1 > w.k) std::memset(dst + (w.k - r0) * 16, 0, 16);
     for (int j = 0; j < 16; ++j)
       if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
@@ -757,18 +757,19 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   const int64_t chunk_bytes = (whole_k ? steps : std::min(steps, step_chunk<Tune, C>())) * job.row;
   const int64_t fits = std::max<int64_t>(J, kInPlaceGroupBytes / std::max<int64_t>(1, chunk_bytes) / J * J);
   const int64_t group = m <= Tune::kRowChunk ? Tune::kInPlaceGroup : std::min(p1 - p0, fits);
+  const int64_t ahead = m < Tune::kMR ? Tune::kFewRowsPackAhead : Tune::kPackAhead;  // K chunks the packer fetches
   thread_local std::vector<uint8_t> chunk;
   if (chunk.size() < static_cast<size_t>(group * chunk_bytes)) chunk.resize(static_cast<size_t>(group * chunk_bytes));
   Job local = job;
   for (int64_t p = p0; p < p1; p += group) {
     const int64_t end = std::min(p1, p + group);
     if (whole_k) {
-      pack_group<V, Tune, C>(local, chunk.data(), p, end, 0, steps);
+      pack_group<V, C>(local, chunk.data(), p, end, 0, steps, ahead);
       row_chunks_k_inside<V, Tune, C, T>(local, m, p, end, k_chunks);
       continue;
     }
     k_chunks(step_chunk<Tune, C>(), [&](int64_t s0, int64_t s1, bool first, bool last) {
-      pack_group<V, Tune, C>(local, chunk.data(), p, end, s0, s1);
+      pack_group<V, C>(local, chunk.data(), p, end, s0, s1, ahead);
       row_chunks<V, Tune, C, T>(local, m, p, end, s0, s1, first, last);
     });
   }

@@ -62,9 +62,9 @@ namespace {
 //    "Sixth AMX session");
 //  - in place: kInPlaceGroup panels packed side by side per K chunk when the
 //    rows fit one row chunk (kRowChunk), and the packer fetches the next
-//    kPackAhead K chunks of the rows it reads (0: no software prefetch;
-//    AVX-512 packer); with more rows, as many panels as kInPlaceGroupBytes
-//    holds (below);
+//    kPackAhead K chunks of the rows it reads (0: no software prefetch),
+//    kFewRowsPackAhead under kMR rows; with more rows, as many panels as
+//    kInPlaceGroupBytes holds (below);
 //  - FP8 in place with at most kInPlaceRegisterRows rows (0: never) on a
 //    CPU with VBMI: no packing, each panel transposed and decoded in
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
@@ -120,6 +120,12 @@ struct FloatTile<8> {
   static constexpr bool kScaledX = false;
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
+  // Under 6 rows the hardware prefetchers alone: on Zen 3, FP8 read in
+  // place 1.09-1.19x faster at M = 1 (three shapes) and 1.06x at M = 2 than
+  // a chunk ahead; at 4 to 4096 rows within 5 % either way, hence only few
+  // rows (bench_float_tunings --tuning "pack prefetch"; BENCHMARKS.md,
+  // "Issue 14 on Zen 3, fifteenth session").
+  static constexpr int64_t kFewRowsPackAhead = 0;
   static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
   static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
@@ -156,6 +162,7 @@ struct FloatTile<16> {
   static constexpr bool kScaledX = false;
   static constexpr int64_t kInPlaceGroup = 3;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
+  static constexpr int64_t kFewRowsPackAhead = 1;
   static constexpr int64_t kInPlaceRegisterRows = 4;
   // Two panels' FMA chains interleaved, each row fetched 256 B ahead (32
   // row streams: the bytes ahead of one panel at 512 B): 1.2-2.3x one panel
