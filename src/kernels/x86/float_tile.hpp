@@ -121,10 +121,10 @@ struct FloatTile<8> {
   static constexpr int64_t kInPlaceGroup = 4;  // one M = 1 tile (panels_for(1))
   static constexpr int64_t kPackAhead = 1;
   // Under 6 rows the hardware prefetchers alone: on Zen 3, FP8 read in
-  // place 1.09-1.19x faster at M = 1 (three shapes) and 1.06x at M = 2 than
-  // a chunk ahead; at 4 to 4096 rows within 5 % either way, hence only few
-  // rows (bench_float_tunings --tuning "pack prefetch"; BENCHMARKS.md,
-  // "Issue 14 on Zen 3, fifteenth session").
+  // place 1.09-1.23x faster at M = 1 (three shapes) and 1.01-1.13x at M = 2
+  // than a chunk ahead; at 4 to 4096 rows within 8 % either way, in no one
+  // direction, hence only few rows (bench_float_tunings --tuning "pack
+  // prefetch"; BENCHMARKS.md, "Issue 14 on Zen 3, fifteenth session").
   static constexpr int64_t kFewRowsPackAhead = 0;
   static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
   static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
