@@ -251,7 +251,7 @@ inline typename V::F raw_scales(const uint8_t* block, int h) {
 // once, and each vector's part is decoded (or loaded) once and goes through
 // every row, so only the MR·G dot accumulators, MR broadcasts and one weight
 // vector are live.
-template <class V, int MR, int J, bool Dec>
+template <class V, class T, int MR, int J, bool Dec>
 void micro(const Nvfp4Job& job, int64_t m0, const uint8_t* const* src, int64_t panel0) {
   using F = typename V::F;
   using I = typename V::I;
@@ -279,7 +279,7 @@ void micro(const Nvfp4Job& job, int64_t m0, const uint8_t* const* src, int64_t p
   };
   constexpr int64_t kBlockBytes = Dec ? Decoded<V>::kBlockBytes : kNvfp4PanelBlockBytes;
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (Dec && Nvfp4Tile<V::kLanes>::kPreloadDecoded) {
+    if constexpr (Dec && T::kPreloadDecoded) {
       I w[U][4];
       F s[U];
       MIXQ_UNROLL
@@ -298,7 +298,7 @@ void micro(const Nvfp4Job& job, int64_t m0, const uint8_t* const* src, int64_t p
           finish(i, b, d, s[u], acc[i][u]);
         }
     } else {
-      constexpr int G = Nvfp4Tile<V::kLanes>::kDotGroup == 0 ? U : Nvfp4Tile<V::kLanes>::kDotGroup;
+      constexpr int G = T::kDotGroup == 0 ? U : T::kDotGroup;
       MIXQ_UNROLL
       for (int u0 = 0; u0 < U; u0 += G) {
         if (!Dec) {
@@ -355,28 +355,28 @@ void micro(const Nvfp4Job& job, int64_t m0, const uint8_t* const* src, int64_t p
 }
 
 // Rows [m0, m1) against J panels, in MR-row steps with smaller tails.
-template <class V, int MR, int J, bool Dec>
+template <class V, class T, int MR, int J, bool Dec>
 void rows(const Nvfp4Job& job, int64_t m0, int64_t m1, const uint8_t* const* src, int64_t panel0) {
   int64_t m = m0;
-  for (; m + MR <= m1; m += MR) micro<V, MR, J, Dec>(job, m, src, panel0);
+  for (; m + MR <= m1; m += MR) micro<V, T, MR, J, Dec>(job, m, src, panel0);
   if constexpr (MR > 1) {
-    if (m < m1) rows<V, MR - 1, J, Dec>(job, m, m1, src, panel0);
+    if (m < m1) rows<V, T, MR - 1, J, Dec>(job, m, m1, src, panel0);
   }
 }
 
 // Panels [p0, p1) in groups of J (the last group may be narrower), raw decode.
-template <class V, int MR, int J>
+template <class V, class T, int MR, int J>
 void small_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1) {
   const int64_t stride = w.blocks * kNvfp4PanelBlockBytes;
   int64_t p = p0;
   for (; p + J <= p1; p += J) {
     const uint8_t* src[J];
     for (int j = 0; j < J; ++j) src[j] = w.data.data() + (p + j) * stride;
-    rows<V, MR, J, false>(job, 0, job.act->m, src, p);
+    rows<V, T, MR, J, false>(job, 0, job.act->m, src, p);
   }
   for (; p < p1; ++p) {
     const uint8_t* src[1] = {w.data.data() + p * stride};
-    rows<V, MR, 1, false>(job, 0, job.act->m, src, p);
+    rows<V, T, MR, 1, false>(job, 0, job.act->m, src, p);
   }
 }
 
@@ -395,9 +395,8 @@ void decode_panel(const Nvfp4Weights& w, int64_t p, uint8_t* dst) {
     }
 }
 
-template <class V>
+template <class V, class T>
 void large_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1) {
-  using T = Nvfp4Tile<V::kLanes>;
   constexpr int J = T::kLargeJ;
   constexpr uintptr_t kAlign = 4 * V::kLanes;  // aligned vector loads
   const size_t panel_bytes = static_cast<size_t>(w.blocks * Decoded<V>::kBlockBytes);
@@ -417,17 +416,18 @@ void large_m(const Nvfp4Job& job, const Nvfp4Weights& w, int64_t p0, int64_t p1)
         src[j] = base + j * panel_bytes;
       }
       if (width == J)
-        rows<V, T::kLargeMR, J, true>(job, mc, mend, src, p);
+        rows<V, T, T::kLargeMR, J, true>(job, mc, mend, src, p);
       else if constexpr (J > 1)
-        rows<V, T::kLargeMR, 1, true>(job, mc, mend, src, p);
+        rows<V, T, T::kLargeMR, 1, true>(job, mc, mend, src, p);
     }
   }
 }
 
-template <class V>
+// The GEMM under the target's tiles T (a bench may pass others: the members
+// of Nvfp4Tile; bench/bench_nvfp4_tunings).
+template <class V, class T = Nvfp4Tile<V::kLanes>>
 __attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act, const Nvfp4Weights& w,
                                                       const float* bias, float* y) {
-  using T = Nvfp4Tile<V::kLanes>;
   if (act.blocks != w.blocks) fail("nvfp4: activation has {} blocks, weight {}", act.blocks, w.blocks);
   const Nvfp4Job job{&act, bias, y, w.n, act.global * w.global};
   const int64_t m = act.m;
@@ -439,14 +439,14 @@ __attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act
   if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
     gemv_in_place<V>(job, w);
   } else if (m >= kNvfp4LargeM || w.in_place()) {
-    util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V>(job, w, p0, p1); });
+    util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V, T>(job, w, p0, p1); });
   } else if (m == 1) {
-    util::parallel_for(w.panels, T::kJ1, [&](int64_t p0, int64_t p1, int) { small_m<V, 1, T::kJ1>(job, w, p0, p1); });
+    util::parallel_for(w.panels, T::kJ1, [&](int64_t p0, int64_t p1, int) { small_m<V, T, 1, T::kJ1>(job, w, p0, p1); });
   } else if (m == 2) {
-    util::parallel_for(w.panels, T::kJ2, [&](int64_t p0, int64_t p1, int) { small_m<V, T::kMR2, T::kJ2>(job, w, p0, p1); });
+    util::parallel_for(w.panels, T::kJ2, [&](int64_t p0, int64_t p1, int) { small_m<V, T, T::kMR2, T::kJ2>(job, w, p0, p1); });
   } else {
     util::parallel_for(w.panels, T::kMidJ,
-                 [&](int64_t p0, int64_t p1, int) { small_m<V, T::kMidMR, T::kMidJ>(job, w, p0, p1); });
+                 [&](int64_t p0, int64_t p1, int) { small_m<V, T, T::kMidMR, T::kMidJ>(job, w, p0, p1); });
   }
 }
 
