@@ -60,9 +60,15 @@ constexpr int64_t kNvfp4StreamPrefetchBytes = 2048;
 // over the 4 weight parts (kDotGroup, 0 = the whole tile: each activation
 // broadcast serves all of them). AVX-512: 32 zmm hold 6 × 2 panels with both
 // decoded panels loaded, one panel per pass; AVX2's 16 ymm hold 2 × 1 or 1 × 2
-// panels (2 halves each) in one pass. g++ 12 keeps every accumulator in a
-// register with these (objdump). Chosen by timing M = 1, 2, 16 and 4096
-// (bench_linear_more on AVX-512, `mixq bench --format nvfp4` on AVX2).
+// panels (2 halves each) in one pass, and at large M 3 × 1. g++ 12 keeps
+// every accumulator in a register with these (objdump). Chosen by timing
+// (bench_nvfp4_tunings; before it, M = 1, 2, 16 and 4096 with
+// bench_linear_more on AVX-512 and `mixq bench --format nvfp4` on AVX2). On
+// Zen 3, large M (1024 and 4096 rows, K = N = 3072, 2 threads and 1): 3 rows
+// × 1 panel 1.03-1.20x the speed of 2 × 1 in 16 of 16 runs (three rows share
+// each decoded weight part); 4 × 1 (its f32 accumulators spilled) as fast
+// as 3 (0.94-1.12x its time), 6 × 1 slower, 2 × 2 no faster (BENCHMARKS.md,
+// "Issue 14 on Zen 3, sixteenth session").
 template <int Lanes>
 struct Nvfp4Tile;
 template <>
@@ -73,7 +79,7 @@ struct Nvfp4Tile<16> {
 };
 template <>
 struct Nvfp4Tile<8> {
-  static constexpr int kJ1 = 2, kMR2 = 2, kJ2 = 1, kMidMR = 2, kMidJ = 1, kLargeMR = 2, kLargeJ = 1;
+  static constexpr int kJ1 = 2, kMR2 = 2, kJ2 = 1, kMidMR = 2, kMidJ = 1, kLargeMR = 3, kLargeJ = 1;
   static constexpr bool kPreloadDecoded = false;
   static constexpr int kDotGroup = 0;
 };
