@@ -1,6 +1,6 @@
 // The NVFP4 W4A4 GEMM under its target's register tiles and variations of
-// them (bench/isa/nvfp4_tunings.*.cpp: the large-M tile, the 3-31-row tile,
-// column vectors per pass), in alternating rounds so that every variant sees
+// them (bench/isa/nvfp4_tunings.*.cpp: the large-M tile, the tile of 3 rows
+// up to the large-M path and where that path starts, column vectors per pass), in alternating rounds so that every variant sees
 // the same machine; the variants compute the same bits (checked). The last
 // rows are the library's own build of the default: on packed weights, and
 // (with one copy of the weights, not beside a ring) on the same weights read in place (as a loaded checkpoint runs them; from 9

@@ -143,10 +143,10 @@ TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
     ASSERT_TRUE(in_place.fast_ok);
     const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 5, 0.1f);
     const std::vector<float> pqs = random_floats(static_cast<size_t>(s.k), 6, 1.0f);
-    // kRows, and 34 and 35 rows: every tail of a large-M tile of 3 or 4
-    // rows (AVX2's is 3) after the 32 rows from which it runs.
+    // kRows, and 5, 6, 34 and 35 rows: with 3, 7 and 33, every tail of
+    // AVX2's 4-row tiles under 16 rows and of 3- or 4-row tiles past 32.
     std::vector<int64_t> rows(std::begin(kRows), std::end(kRows));
-    rows.insert(rows.end(), {34, 35});
+    rows.insert(rows.end(), {5, 6, 34, 35});
     for (int64_t m : rows) {
       const std::vector<float> x = random_floats(static_cast<size_t>(m * s.k), 300 + m, 1.0f);
       for (int variant = 0; variant < 3; ++variant) {

@@ -14,6 +14,7 @@ std::vector<Nvfp4Tuning> nvfp4_tunings_avx512vbmi() {
           {"large M: 4 rows x 2 panels", run_tuned<Avx512, LargeTile<Base, 4, 2>>},
           {"large M: 8 rows x 1 panel", run_tuned<Avx512, LargeTile<Base, 8, 1>>},
           {"3-31 rows: 6 rows x 2 panels", run_tuned<Avx512, MidTile<Base, 6, 2>>},
+          {"packed: large-M path from 16 rows", run_tuned<Avx512, LargeFrom<Base, 16>>},
           {"the layer's kernel (the library's build of the default)", nvfp4_gemm_avx512}};
 }
 

@@ -7,12 +7,18 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// Large M (>= 32 rows, and weights read in place from 9 rows): MR rows x J panels.
+// Large M (from kLargeM rows, and weights read in place from 9 rows): MR rows x J panels.
 template <class Base, int MR, int J>
 struct LargeTile : Base {
   static constexpr int kLargeMR = MR, kLargeJ = J;
 };
-// 3 to 31 rows (packed weights).
+// Packed weights from this many rows take the large-M path (panels decoded
+// once per row chunk) instead of the mid tiles, which decode in registers.
+template <class Base, int64_t M>
+struct LargeFrom : Base {
+  static constexpr int64_t kLargeM = M;
+};
+// 3 rows up to kLargeM (packed weights).
 template <class Base, int MR, int J>
 struct MidTile : Base {
   static constexpr int kMidMR = MR, kMidJ = J;

@@ -10,7 +10,7 @@
 // lookup (vpermb on AVX-512 VBMI, vpshufb on AVX2), the unsigned operand of
 // the block dot; the doubled activation code (-12..12) is the signed one.
 //
-// Small M (< kLargeM rows): weights are streamed once, decoded in registers
+// Small M (< the tiles' kLargeM rows): weights are streamed once, decoded in registers
 // and used for every row; each thread takes a contiguous range of panels and
 // walks J panels side by side (J independent read streams). Large M: per
 // chunk of kRowChunk rows (activations stay in L2), each group of J panels is
@@ -47,7 +47,6 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-constexpr int64_t kNvfp4LargeM = 32;
 constexpr int64_t kNvfp4RowChunk = 128;
 // Small M streams the raw panels once from DRAM; the hardware prefetchers
 // alone left the M = 1 stream well below the read bandwidth (bench_linear_more
@@ -68,18 +67,24 @@ constexpr int64_t kNvfp4StreamPrefetchBytes = 2048;
 // × 1 panel 1.03-1.20x the speed of 2 × 1 in 16 of 16 runs (three rows share
 // each decoded weight part); 4 × 1 (its f32 accumulators spilled) as fast
 // as 3 (0.94-1.12x its time), 6 × 1 slower, 2 × 2 no faster (BENCHMARKS.md,
-// "Issue 14 on Zen 3, sixteenth session").
+// "Issue 14 on Zen 3, sixteenth session"). kLargeM: packed weights from
+// this many rows take the large-M path (weights read in place from 9). On
+// Zen 3, 3 to 15 rows ran 4 × 1 panel tiles 1.1-1.3x faster than 2 × 1 (in
+// 12 of 12 runs at 3 to 24 rows), and 16 to 31 rows the large-M path at
+// least as fast as those (1.15-1.3x faster at 24 rows).
 template <int Lanes>
 struct Nvfp4Tile;
 template <>
 struct Nvfp4Tile<16> {
   static constexpr int kJ1 = 4, kMR2 = 2, kJ2 = 4, kMidMR = 4, kMidJ = 2, kLargeMR = 6, kLargeJ = 2;
+  static constexpr int64_t kLargeM = 32;
   static constexpr bool kPreloadDecoded = true;
   static constexpr int kDotGroup = 1;
 };
 template <>
 struct Nvfp4Tile<8> {
-  static constexpr int kJ1 = 2, kMR2 = 2, kJ2 = 1, kMidMR = 2, kMidJ = 1, kLargeMR = 3, kLargeJ = 1;
+  static constexpr int kJ1 = 2, kMR2 = 2, kJ2 = 1, kMidMR = 4, kMidJ = 1, kLargeMR = 3, kLargeJ = 1;
+  static constexpr int64_t kLargeM = 16;
   static constexpr bool kPreloadDecoded = false;
   static constexpr int kDotGroup = 0;
 };
@@ -444,7 +449,7 @@ __attribute__((always_inline)) inline void nvfp4_gemm(const Nvfp4Activation& act
 #endif
   if (w.in_place() && m <= kNvfp4InPlaceGemvM) {
     gemv_in_place<V>(job, w);
-  } else if (m >= kNvfp4LargeM || w.in_place()) {
+  } else if (m >= T::kLargeM || w.in_place()) {
     util::parallel_for(w.panels, T::kLargeJ, [&](int64_t p0, int64_t p1, int) { large_m<V, T>(job, w, p0, p1); });
   } else if (m == 1) {
     util::parallel_for(w.panels, T::kJ1, [&](int64_t p0, int64_t p1, int) { small_m<V, T, 1, T::kJ1>(job, w, p0, p1); });
