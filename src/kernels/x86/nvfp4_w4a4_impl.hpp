@@ -64,14 +64,14 @@ constexpr int64_t kNvfp4StreamPrefetchBytes = 2048;
 // (bench_nvfp4_tunings; before it, M = 1, 2, 16 and 4096 with
 // bench_linear_more on AVX-512 and `mixq bench --format nvfp4` on AVX2). On
 // Zen 3, large M (1024 and 4096 rows, K = N = 3072, 2 threads and 1): 3 rows
-// × 1 panel 1.03-1.20x the speed of 2 × 1 in 16 of 16 runs (three rows share
+// × 1 panel 1.01-1.20x the speed of 2 × 1 in 20 of 22 runs (three rows share
 // each decoded weight part); 4 × 1 (its f32 accumulators spilled) as fast
 // as 3 (0.94-1.12x its time), 6 × 1 slower, 2 × 2 no faster (BENCHMARKS.md,
 // "Issue 14 on Zen 3, sixteenth session"). kLargeM: packed weights from
 // this many rows take the large-M path (weights read in place from 9). On
-// Zen 3, 3 to 15 rows ran 4 × 1 panel tiles 1.1-1.3x faster than 2 × 1 (in
-// 12 of 12 runs at 3 to 24 rows), and 16 to 31 rows the large-M path at
-// least as fast as those (1.15-1.3x faster at 24 rows).
+// Zen 3, 3 to 15 rows ran 4 × 1 panel tiles 1.01-1.37x faster than 2 × 1
+// (10 of 10 runs at 3 to 9 rows), and from 16 rows the large-M path was as
+// fast as those or faster (1.09-1.14x at 24 rows).
 template <int Lanes>
 struct Nvfp4Tile;
 template <>
