@@ -59,8 +59,10 @@ constexpr int64_t kNvfp4StreamPrefetchBytes = 2048;
 // over the 4 weight parts (kDotGroup, 0 = the whole tile: each activation
 // broadcast serves all of them). AVX-512: 32 zmm hold 6 × 2 panels with both
 // decoded panels loaded, one panel per pass; AVX2's 16 ymm hold 2 × 1 or 1 × 2
-// panels (2 halves each) in one pass, and at large M 3 × 1. g++ 12 keeps
-// every accumulator in a register with these (objdump). Chosen by timing
+// panels (2 halves each) in one pass, 4 × 1 under kLargeM rows and 3 × 1
+// at large M. g++ 12 keeps every accumulator in a register with these
+// (objdump), except AVX2's 4-row tiles, whose block dots spill (still the
+// fastest measured there). Chosen by timing
 // (bench_nvfp4_tunings; before it, M = 1, 2, 16 and 4096 with
 // bench_linear_more on AVX-512 and `mixq bench --format nvfp4` on AVX2). On
 // Zen 3, large M (1024 and 4096 rows, K = N = 3072, 2 threads and 1): 3 rows
