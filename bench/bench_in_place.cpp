@@ -100,8 +100,7 @@ int main(int argc, char** argv) try {
       o.formats.empty() ? std::vector<std::string>{"nvfp4", "float8_e4m3fn"} : o.formats;
   for (const std::string& f : formats)
     if (f != "nvfp4" && f != "float8_e4m3fn") mixq::fail("bench_in_place: unknown format '{}' (nvfp4, float8_e4m3fn)", f);
-  for (auto [k, n] : o.shapes)
-    if (k % 32 != 0) mixq::fail("bench_in_place: K = {} is not a multiple of 32", k);
+  require_k_multiple(o, "bench_in_place", 32, "the MXFP8 / NVFP4 scale blocks");
   if (mixq::kernels::best_isa() == mixq::kernels::Isa::reference) {
     std::printf("bench_in_place: no AVX2 or AVX-512 on this CPU\n");
     return 0;

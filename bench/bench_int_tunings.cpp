@@ -112,8 +112,7 @@ int main(int argc, char** argv) try {
   for (const std::string& f : formats)
     if (f != "int8_convrot" && f != "convrot_w4a4" && f != "asym_w4a8_int8")
       mixq::fail("bench_int_tunings: unknown format '{}' (int8_convrot, convrot_w4a4, asym_w4a8_int8)", f);
-  for (auto [k, n] : o.shapes)
-    if (k % kGroup != 0) mixq::fail("bench_int_tunings: K = {} is not a multiple of the ConvRot group {}", k, kGroup);
+  require_k_multiple(o, "bench_int_tunings", kGroup, "the ConvRot group");
 
   const mixq::kernels::Isa isa = mixq::kernels::best_isa();
   std::vector<IntTuning> tunings = isa == mixq::kernels::Isa::amx      ? int_tunings_amx()

@@ -70,8 +70,7 @@ int main(int argc, char** argv) try {
   std::vector<std::string> picked;
   BenchArgs o = parse_tuning_args("bench_nvfp4_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
-  for (auto [k, n] : o.shapes)
-    if (k % 16 != 0) mixq::fail("bench_nvfp4_tunings: K = {} is not a multiple of the 16-block", k);
+  require_k_multiple(o, "bench_nvfp4_tunings", 16, "the block");
   const bool avx512 = x86::nvfp4_avx512_supported();
   const bool avx2 = mixq::kernels::best_isa() >= mixq::kernels::Isa::avx2;
   std::vector<Nvfp4Tuning> tunings = avx512 ? nvfp4_tunings_avx512vbmi()

@@ -79,8 +79,7 @@ int main(int argc, char** argv) try {
   std::vector<std::string> picked;
   BenchArgs o = parse_tuning_args("bench_svdquant_tunings", argc, argv, picked);
   default_to_decode_shapes(o);
-  for (auto [k, n] : o.shapes)
-    if (k % 64 != 0) mixq::fail("bench_svdquant_tunings: K = {} is not a multiple of the 64-group", k);
+  require_k_multiple(o, "bench_svdquant_tunings", 64, "the group");
   const mixq::kernels::Isa isa = mixq::kernels::best_isa();
   const bool avx512 = isa >= mixq::kernels::Isa::avx512;
   std::vector<SvdquantTuning> tunings = avx512 ? svdquant_tunings_avx512()

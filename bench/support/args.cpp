@@ -44,4 +44,9 @@ BenchArgs parse_args(const char* tool, int argc, char** argv, const ExtraFlag& e
   return o;
 }
 
+void require_k_multiple(const BenchArgs& o, const char* tool, int64_t multiple, const char* what) {
+  for (auto [k, n] : o.shapes)
+    if (k % multiple != 0) mixq::fail("{}: K = {} is not a multiple of {} ({})", tool, k, what, multiple);
+}
+
 }  // namespace mixq::bench

@@ -38,4 +38,8 @@ using ExtraFlag = std::function<bool(const std::string& flag, const std::functio
 
 BenchArgs parse_args(const char* tool, int argc, char** argv, const ExtraFlag& extra = {});
 
+// Fails, naming `tool`, unless the K of every --shape is a multiple of
+// `multiple` (`what`: the block or group it must hold whole).
+void require_k_multiple(const BenchArgs& o, const char* tool, int64_t multiple, const char* what);
+
 }  // namespace mixq::bench
