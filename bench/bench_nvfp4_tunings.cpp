@@ -85,13 +85,13 @@ int main(int argc, char** argv) try {
   const AlternatingRun run = start_alternating(o, avx512 ? "avx512vbmi nvfp4 tunings" : "avx2 nvfp4 tunings");
   for (int64_t m : o.ms)
     for (auto [k, n] : o.shapes) {
-      std::vector<StoredWeight> stored{random_stored(k, n, 1)};
-      std::vector<x86::Nvfp4Weights> ring{packed(stored[0], n)};
+      const StoredWeight stored = random_stored(k, n, 1);
+      std::vector<x86::Nvfp4Weights> ring{packed(stored, n)};
       const double bytes = static_cast<double>(ring[0].data.size());
       const int copies = m <= 16 && !o.in_cache ? ring_copies(bytes) : 1;
       for (int c = 1; c < copies; ++c) ring.push_back(packed(random_stored(k, n, static_cast<uint32_t>(c + 1)), n));
-      const x86::Nvfp4Weights in_place = x86::nvfp4_in_place(stored[0].codes.data(), stored[0].rows,
-                                                              stored[0].row_bytes, stored[0].scales.data(), n, kGlobal);
+      const x86::Nvfp4Weights in_place =
+          x86::nvfp4_in_place(stored.codes.data(), stored.rows, stored.row_bytes, stored.scales.data(), n, kGlobal);
       const std::vector<float> x = random_activations(m * k);
       x86::Nvfp4Activation act;
       if (avx512) x86::nvfp4_quantize_avx512(x.data(), m, k, ring[0].blocks, nullptr, std::nullopt, act);
