@@ -143,8 +143,9 @@ TEST_P(Nvfp4Kernels, GemmIsBitExactAgainstReference) {
     ASSERT_TRUE(in_place.fast_ok);
     const std::vector<float> bias = random_floats(static_cast<size_t>(s.n), 5, 0.1f);
     const std::vector<float> pqs = random_floats(static_cast<size_t>(s.k), 6, 1.0f);
-    // kRows, and 5, 6, 34 and 35 rows: with 3, 7 and 33, every tail of
-    // AVX2's 4-row tiles under 16 rows and of 3- or 4-row tiles past 32.
+    // kRows, and 5, 6, 34 and 35 rows: every tail of AVX2's 4-row tiles
+    // (3, 5, 6, 7 rows) and of 3- or 4-row large-M tiles (16, 17, 33 to 35;
+    // AVX2 takes that path from 16 rows packed, 9 in place).
     std::vector<int64_t> rows(std::begin(kRows), std::end(kRows));
     rows.insert(rows.end(), {5, 6, 34, 35});
     for (int64_t m : rows) {
