@@ -375,31 +375,104 @@ TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
   }
 }
 
+// Under 6 rows the AVX2 core runs MXFP8 as E4M3 above, and keeps each sum
+// divided by its column's current block scale (one multiply per 32 k
+// instead of one per weight), where the layer's scale bytes and the
+// call's |x| keep every partial sum normal and finite in both forms
+// (mxfp8_sums_rescale in float_gemm_impl.hpp); else the f16 widening with
+// the scale multiplied into each weight. Either way a row's bits are those
+// it gets among 7 rows (the f16 widening, as every larger M), and where
+// the rescaled form applies, the FMA chain in k order on the reference's
+// weights (std::fma). Random codes (subnormals among them), scale bytes
+// random per column and block, |x| in [2^-16, 2^8]; K = 1088 crosses the
+// in-place K chunk (1024 steps: sums stored in y between chunks), N = 37 a
+// partial panel; alpha 2 and no bias (a bias would hide the subnormal
+// sums' bits). Cases: scales in [110, 140] (rescaled), in [60, 200] (too
+// far apart: not), a zero scale in one block (not), scales in [1, 4] and
+// the first row's x times 2^-12 (not: the f16 widening's sums of it are
+// subnormal), the first row's x times 2^6
+// with scales up to 220 (rescaled: the sums stay under 2^127 either way).
+// The three that are not rescaled give other bits if they were.
+TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
+  if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps)";
+  using T = x86::PanelType;
+  const int64_t n = 37, k = 1088, blocks = k / 32, batch = 7;
+  struct Case { const char* name; int lo, hi; bool zero_block; float first_row_times; bool rescaled; };
+  for (const Case& cs : {Case{"band", 110, 140, false, 1.0f, true}, Case{"wide", 60, 200, false, 1.0f, false},
+                         Case{"zero block", 110, 140, true, 1.0f, false},
+                         Case{"tiny scales", 1, 4, false, 0x1p-12f, false},
+                         Case{"large row", 180, 220, false, 0x1p6f, true}}) {
+    std::mt19937 rng(static_cast<uint32_t>(cs.lo * 7 + cs.hi));
+    std::vector<uint8_t> codes(static_cast<size_t>(n * k)), scales(static_cast<size_t>(n * blocks));
+    for (uint8_t& c : codes) {
+      c = static_cast<uint8_t>(rng());
+      if ((c & 0x7F) == 0x7F) c ^= 0x01;  // no NaN codes
+    }
+    for (uint8_t& e : scales) e = static_cast<uint8_t>(cs.lo + static_cast<int>(rng() % (cs.hi - cs.lo + 1)));
+    if (cs.zero_block) scales[static_cast<size_t>(5 * blocks + 20)] = 0;
+    std::vector<float> w(codes.size());
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t i = 0; i < k; ++i)
+        w[c * k + i] = e4m3_to_f32(codes[c * k + i]) * e8m0_to_f32(scales[c * blocks + i / 32]);
+    std::vector<float> x(static_cast<size_t>(batch * k));
+    for (float& v : x) {
+      const float mag = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024.0f, static_cast<int>(rng() % 24) - 16);
+      v = rng() % 2 ? mag : -mag;
+    }
+    for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] *= cs.first_row_times;
+    for (bool in_place : {false, true}) {
+      const x86::FloatPanels panels = in_place
+                                          ? x86::float_panels_in_place(T::mxfp8, codes.data(), k, n, k, scales.data())
+                                          : x86::pack_panels(T::mxfp8, codes.data(), k, n, k, scales.data());
+      std::vector<float> many(static_cast<size_t>(batch * n));
+      gemm_f32(x.data(), k, batch, panels, 2.0f, nullptr, many.data());
+      for (int64_t m = 1; m <= 5; ++m) {
+        SCOPED_TRACE(::testing::Message() << cs.name << " m=" << m << " in place " << in_place);
+        std::vector<float> got(static_cast<size_t>(m * n));
+        gemm_f32(x.data(), k, m, panels, 2.0f, nullptr, got.data());
+        expect_bits_equal(std::vector<float>(many.begin(), many.begin() + m * n), got, "rows among 7");
+        if (!cs.rescaled) continue;
+        std::vector<float> want(got.size());
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t c = 0; c < n; ++c) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], w[c * k + i], acc);
+            want[r * n + c] = acc * 2.0f;
+          }
+        expect_bits_equal(want, got, "the FMA chain");
+      }
+    }
+  }
+}
+
 // With the denormals-are-zero flag set in MXCSR (as torch.set_flush_denormal
 // does), E4M3's subnormal codes still decode exactly: the value·2^-120 that
 // the scaled-x path makes of them is an f32 subnormal, which DAZ would read
 // as zero, so a thread with DAZ set takes the f16 widening. One thread, so
 // that the test's thread (the one with DAZ) runs every panel; every code at
-// k = 0 with x = 1.
+// k = 0 with x = 1 (MXFP8: the rest of the block zero, scale 1).
 TEST_P(FloatKernels, SubnormalCodesSurviveDenormalsAreZero) {
   if (!f32_acts()) GTEST_SKIP() << "the FMA cores";
-  const int64_t n = 256, k = 1;
-  std::vector<uint8_t> codes(static_cast<size_t>(n));
-  for (int64_t c = 0; c < n; ++c) codes[c] = static_cast<uint8_t>(c);
-  const x86::FloatPanels panels = x86::pack_panels(x86::PanelType::e4m3, codes.data(), k, n, k);
-  const int threads = num_threads();
-  set_num_threads(1);
-  const unsigned csr = _mm_getcsr();
-  _mm_setcsr(csr | 0x0040u);  // DAZ
-  const float x = 1.0f;
-  std::vector<float> got(static_cast<size_t>(n));
-  gemm_f32(&x, k, 1, panels, 1.0f, nullptr, got.data());
-  _mm_setcsr(csr);
-  set_num_threads(threads);
-  for (int64_t c = 0; c < n; ++c) {
-    const float want = e4m3_to_f32(static_cast<uint8_t>(c));
-    if (std::isnan(want)) continue;  // the NaN columns: DecodedWeightsAreExactForEveryCode
-    ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(0.0f + want)) << "code " << c;
+  for (x86::PanelType type : {x86::PanelType::e4m3, x86::PanelType::mxfp8}) {
+    const int64_t n = 256, k = type == x86::PanelType::mxfp8 ? 32 : 1;
+    std::vector<uint8_t> codes(static_cast<size_t>(n * k), 0), scales(static_cast<size_t>(n), 127);
+    for (int64_t c = 0; c < n; ++c) codes[c * k] = static_cast<uint8_t>(c);
+    const x86::FloatPanels panels = x86::pack_panels(type, codes.data(), k, n, k, k == 32 ? scales.data() : nullptr);
+    const int threads = num_threads();
+    set_num_threads(1);
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x0040u);  // DAZ
+    std::vector<float> x(static_cast<size_t>(k), 0.0f), got(static_cast<size_t>(n));
+    x[0] = 1.0f;
+    gemm_f32(x.data(), k, 1, panels, 1.0f, nullptr, got.data());
+    _mm_setcsr(csr);
+    set_num_threads(threads);
+    for (int64_t c = 0; c < n; ++c) {
+      const float want = e4m3_to_f32(static_cast<uint8_t>(c));
+      if (std::isnan(want)) continue;  // the NaN columns: DecodedWeightsAreExactForEveryCode
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(0.0f + want))
+          << type_name(type) << " code " << c;
+    }
   }
 }
 

@@ -9,7 +9,8 @@
 //  - f32, bf16, f16: unquantized layers (4 or 2 bytes per weight, as stored);
 //  - e4m3, e5m2: FP8 codes (1 byte per weight);
 //  - mxfp8: E4M3 codes plus the E8M0 scale of each 32-block of k (16 bytes per
-//    panel and block), multiplied into the decoded value;
+//    panel and block), multiplied into the decoded value (or, AVX2 with few
+//    rows, the sums kept divided by it: float_scaled_x.hpp);
 //  - nvfp4: E2M1 nibbles (half a byte per weight) plus the E4M3 scale of each
 //    16-block of k, likewise (full-precision NVFP4 layers).
 // The kernels are written once (float_gemm_impl.hpp) over simd_traits.hpp and
@@ -57,6 +58,9 @@ struct FloatPanels {
   int64_t blocks = 0;  // mxfp8: k / 32; nvfp4: k / 16
   std::vector<uint8_t> data;    // panels · steps · row_bytes()
   std::vector<uint8_t> scales;  // mxfp8 / nvfp4: panels · blocks · 16 scale bytes
+  // mxfp8: the smallest and largest E8M0 byte of the stored scales (what
+  // the few-row AVX2 kernel checks before it rescales its sums per block).
+  uint8_t scale_min = 0, scale_max = 0;
   std::vector<int64_t> nan_columns;  // columns holding an E4M3 NaN code (weight or block scale)
   // In place (float_panels_in_place): `data` stays empty and the kernels pack
   // each chunk of panel rows from the stored rows just before use.

@@ -29,7 +29,8 @@
 // are applied once after the last chunk (mul, then add, as the reference:
 // see rounded()). MXFP8 multiplies each decoded row by its columns' block
 // scales, NVFP4 by its E4M3 block scales (kept in a small buffer per block,
-// read as memory operands).
+// read as memory operands); MXFP8 with scaled activations (float_scaled_x.hpp)
+// instead rescales the sums once per block.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@
 #include "kernels/x86/float_gemm.hpp"
 #include "kernels/x86/float_io_impl.hpp"
 #include "kernels/x86/float_pack_simd.hpp"
+#include "kernels/x86/float_scaled_x.hpp"
 #include "kernels/x86/float_tile.hpp"
 #include "kernels/x86/simd_traits.hpp"
 #include "mixq/error.hpp"
@@ -103,12 +105,13 @@ inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   return w.data.data() + p * w.steps * w.row_bytes() + s0 * job.row;
 }
 
-// One panel row of type T at p as kVP f32 vectors; ScaledX: E4M3 as
-// value·2^-120 for activations scaled by 2^112 (WithScaledX).
+// One panel row of type T at p as kVP f32 vectors; ScaledX: E4M3 codes
+// (e4m3, mxfp8) as value·2^-120 for activations scaled by 2^112
+// (WithScaledX; MXFP8's block scales then go to the sums: micro()).
 template <class V, PanelType T, bool ScaledX = false>
 inline void decode_row(const uint8_t* p, typename V::F* out) {
   using Io = FloatIo<V>;
-  if constexpr (ScaledX && T == PanelType::e4m3) Io::e4m3_by_exponent(p, out);
+  if constexpr (ScaledX && (T == PanelType::e4m3 || T == PanelType::mxfp8)) Io::e4m3_by_exponent(p, out);
   else if constexpr (T == PanelType::f32) Io::f32(p, out);
   else if constexpr (T == PanelType::bf16) Io::bf16(p, out);
   else if constexpr (T == PanelType::f16) Io::f16(p, out);
@@ -139,6 +142,11 @@ inline void e8m0_pair_scales(const uint8_t* e, float* out) {
   for (int c = 0; c < 16; ++c) out[2 * c] = out[2 * c + 1] = std::bit_cast<float>(static_cast<uint32_t>(e[c]) << 23);
 }
 
+// An E8M0 byte of scale 1 for each of 16 columns: where the sums of a call's
+// first MXFP8 block come from (rescaled sums, micro()).
+constexpr uint8_t kScaleOne[16] = {127, 127, 127, 127, 127, 127, 127, 127,
+                                   127, 127, 127, 127, 127, 127, 127, 127};
+
 // Rows [m0, m0+MR) × panels [p, p+J) over steps [s0, s1).
 template <class V, class Tune, Core C, PanelType T, int MR, int J>
 void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool first, bool last) {
@@ -149,6 +157,12 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   static_assert(!(Tune::kScaledX && kTwoSteps<V, Tune, T>), "the two-step widening has no scaled-x decode");
   // Block-scaled types: MXFP8 (E8M0 per 32 k) and NVFP4 (E4M3 per 16 k).
   constexpr bool kMx = T == PanelType::mxfp8 || T == PanelType::nvfp4;
+  // MXFP8 with scaled activations (WithScaledX, where mxfp8_sums_rescale
+  // holds): no multiply per weight. Each sum is kept divided by its column's
+  // scale of the current block, and multiplied by the ratio of two blocks'
+  // scales where a block starts (by the last block's scale after the loop):
+  // one multiply per 32 k instead of 32, and the same bits.
+  constexpr bool kRescaled = Tune::kScaledX && T == PanelType::mxfp8;
   const FloatPanels& w = *job.w;
   const int64_t n = w.n, lda = job.lda;
   // f32: w's own or decoded rows; the dot core's bf16: decoded k-pair rows (decode_pair_chunk).
@@ -178,7 +192,20 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
   constexpr int64_t kBlockSteps = C == Core::dot ? kBlockK / 2 : kBlockK;
   for (int64_t sb = s0; sb < s1;) {
     int64_t se = s1;
-    if constexpr (kMx) {
+    if constexpr (kRescaled) {
+      const int64_t blk = sb / kBlockSteps;
+      se = std::min(s1, (blk + 1) * kBlockSteps);
+      MIXQ_UNROLL
+      for (int j = 0; j < J; ++j) {
+        const uint8_t* e = w.scales.data() + ((p + j) * w.blocks + blk) * 16;
+        F r[VP];
+        FloatIo<V>::e8m0_ratio(sb == s0 ? kScaleOne : e - 16, e, r);
+        MIXQ_UNROLL
+        for (int q = 0; q < VP; ++q)
+          MIXQ_UNROLL
+          for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::mul(acc[i][j * VP + q], r[q]);
+      }
+    } else if constexpr (kMx) {
       const int64_t blk = sb / kBlockSteps;
       se = std::min(s1, (blk + 1) * kBlockSteps);
       for (int j = 0; j < J; ++j) {
@@ -202,7 +229,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
           F wv[NV];
           MIXQ_UNROLL
           for (int j = 0; j < J; ++j) decode_row<V, T, Tune::kScaledX>(b[j] + (s - s0) * row, wv + j * VP);
-          if constexpr (kMx) {
+          if constexpr (kMx && !kRescaled) {
             MIXQ_UNROLL
             for (int h = 0; h < NV; ++h) wv[h] = V::mul(wv[h], V::load(sc + h * L));
           }
@@ -252,7 +279,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
             decode_row<V, T, Tune::kScaledX>(b[j] + (s - s0) * row, wv);
             MIXQ_UNROLL
             for (int q = 0; q < VP; ++q) {
-              if constexpr (kMx) wv[q] = V::mul(wv[q], V::load(sc + (j * VP + q) * L));
+              if constexpr (kMx && !kRescaled) wv[q] = V::mul(wv[q], V::load(sc + (j * VP + q) * L));
               MIXQ_UNROLL
               for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::fmadd(av[i], wv[q], acc[i][j * VP + q]);
             }
@@ -281,6 +308,19 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
       }
     }
     sb = se;
+  }
+  if constexpr (kRescaled) {
+    if (s1 > s0) {
+      MIXQ_UNROLL
+      for (int j = 0; j < J; ++j) {
+        F r[VP];
+        FloatIo<V>::e8m0(w.scales.data() + ((p + j) * w.blocks + (s1 - 1) / kBlockSteps) * 16, r);
+        MIXQ_UNROLL
+        for (int q = 0; q < VP; ++q)
+          MIXQ_UNROLL
+          for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::mul(acc[i][j * VP + q], r[q]);
+      }
+    }
   }
   const F alpha = V::set1(job.alpha);
   MIXQ_UNROLL
@@ -603,38 +643,6 @@ void run(const Job& job, int64_t m, int64_t p0, int64_t p1) {
   }
 }
 
-// The tuning Tune for a call whose activations run scaled by 2^112 (E4M3
-// decoded by FloatIo::e4m3_by_exponent).
-template <class Tune>
-struct WithScaledX : Tune {
-  static constexpr bool kScaledX = true;
-};
-
-// The denormals-are-zero flag of this thread's MXCSR: with it set, the
-// subnormal f32 that e4m3_by_exponent makes of E4M3's subnormal codes would
-// read as zero.
-inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
-
-// For an E4M3 layer of at most Tune::kScaledXRows rows: the activations
-// times 2^112 in `scaled` (rows of k values), or null where that does not
-// hold every product exactly (a finite |x| >= 2^16 would overflow) or the
-// target does not use it. x·2^112 is exact (a power of two, no overflow),
-// and x·2^112 · value·2^-120 is the very product x · value·2^-8 that the
-// f16 widening gives, so the FMA chains keep their bits.
-template <class Tune, Core C>
-const float* scaled_x(const float* a, int64_t lda, int64_t m, const FloatPanels& w, std::vector<float>& scaled) {
-  if (C != Core::fma || w.type != PanelType::e4m3 || m > Tune::kScaledXRows || denormals_are_zero()) return nullptr;
-  scaled.resize(static_cast<size_t>(m * w.k));
-  constexpr float kLimit = 65536.0f;  // 2^16: 2^16·2^112 = 2^128 overflows
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < w.k; ++c) {
-      const float x = a[r * lda + c];
-      if (std::fabs(x) >= kLimit && std::isfinite(x)) return nullptr;
-      scaled[static_cast<size_t>(r * w.k + c)] = x * 0x1p112f;
-    }
-  return scaled.data();
-}
-
 template <class V, Core C, class Tune = FloatTile<V::kLanes>>
 void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias, float* y) {
   if (m <= 0 || w.n <= 0) return;
@@ -652,7 +660,7 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
   thread_local std::vector<float> scaled_rows;
   const float* x_scaled = nullptr;
   if constexpr (C == Core::fma && Tune::kScaledXRows > 0)
-    x_scaled = scaled_x<Tune, C>(static_cast<const float*>(a), lda, m, w, scaled_rows);
+    x_scaled = scaled_x<Tune>(static_cast<const float*>(a), lda, m, w, scaled_rows);
   util::parallel_for(
       w.panels, Tune::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
       [&](int64_t p0, int64_t p1, int thread) {
@@ -662,7 +670,8 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
           if (x_scaled && !denormals_are_zero()) {  // each thread's own MXCSR
             job.a = x_scaled;
             job.lda = w.k;
-            run<V, WithScaledX<Tune>, C, PanelType::e4m3>(job, m, p0, p1);
+            if (w.type == PanelType::mxfp8) run<V, WithScaledX<Tune>, C, PanelType::mxfp8>(job, m, p0, p1);
+            else run<V, WithScaledX<Tune>, C, PanelType::e4m3>(job, m, p0, p1);
             return;
           }
         }

@@ -106,7 +106,10 @@ FloatPanels describe(PanelType type, int64_t row_bytes, int64_t n, int64_t k, co
 // layout of a one-byte panel, so the same 16x16 byte transposes (entry by
 // entry this took seconds for a FLUX-sized MXFP8 checkpoint).
 void pack_block_scales(FloatPanels& p, const uint8_t* block_scales) {
-  if (!p.blocks) return;
+  if (!p.blocks || p.n <= 0) return;
+  const auto [lo, hi] = std::minmax_element(block_scales, block_scales + p.n * p.blocks);
+  p.scale_min = *lo;
+  p.scale_max = *hi;
   p.scales.assign(static_cast<size_t>(p.panels * p.blocks * 16), 0u);
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t panel = begin; panel < end; ++panel) {

@@ -45,12 +45,14 @@ namespace {
 //    BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth session"). AVX-512: not
 //    measured; false;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
-//  - kScaledXRows: up to this many rows (0: never), E4M3 layers run with the
-//    activations times 2^112 and the codes widened to value·2^-120 by three
-//    integer operations per 8 codes (FloatIo::e4m3_by_exponent), where
-//    every finite |x| < 2^16 and the denormals-are-zero flag is off
-//    (scaled_x in float_gemm_impl.hpp); the same products, so the same
-//    bits. kScaledX: set by WithScaledX for such a call;
+//  - kScaledXRows: up to this many rows (0: never), E4M3 and MXFP8 layers
+//    run with the activations times 2^112 and the codes widened to
+//    value·2^-120 by three integer operations per 8 codes
+//    (FloatIo::e4m3_by_exponent), where every finite |x| < 2^16 and the
+//    denormals-are-zero flag is off, MXFP8 with its sums kept divided by
+//    the block scales where that is exact (float_scaled_x.hpp); the same
+//    products and sums, so the same bits. kScaledX: set by WithScaledX for
+//    such a call;
 //  - packed panels under kMR rows: K chunks of kFewRowsStepChunk steps (all
 //    of K: each panel is then read front to back in one piece instead of
 //    4 KiB at a time with every other panel in between; nothing is reused
