@@ -14,6 +14,11 @@ struct OneRowTile : Base {
   static constexpr int panels_for(int mr) { return mr == 1 ? J : Base::panels_for(mr); }
   static constexpr int64_t kInPlaceGroup = J;
 };
+// Tiles of MR (< kMR) rows × J panels.
+template <class Base, int MR, int J>
+struct FewRowsTile : Base {
+  static constexpr int panels_for(int mr) { return mr == MR ? J : Base::panels_for(mr); }
+};
 // Full register tiles of MR rows × J panels.
 template <class Base, int MR, int J>
 struct Tile : Base {
