@@ -99,13 +99,14 @@ struct FloatTile;
 template <>
 struct FloatTile<8> {
   static constexpr int kMR = 6;
-  // Two rows: 2 panels (8 sums), not 3, whose 12 sums with the two rows'
-  // broadcasts, two decoded vectors and the decode mask need 17 ymm: MXFP8
-  // 1.06-1.15x faster packed (9 of 9 runs), FP8 and MXFP8 read in place
-  // 1.04-1.19x (6 of 6), packed FP8 0.92-1.40x (6 of 9) at the three H3 /
-  // FLUX shapes (bench_float_tunings --m 2 --tuning "2-row tile";
-  // BENCHMARKS.md, "Issue 14 on Zen 3, seventeenth session").
-  static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 2 : 1; }
+  // Two rows: 3 panels. 2 panels (8 sums instead of 12, where the 12 with
+  // the rows' broadcasts, two decoded vectors and the decode mask need 17
+  // ymm) showed no direction on Zen 3, packed FP8 and MXFP8 at the three
+  // H3 / FLUX shapes: 0.72-1.09x the time in three runs, then 0.94-1.10x in
+  // two runs with the variants listed the other way round (bench_float_tunings
+  // --m 2 --tuning "2-row tile"; BENCHMARKS.md, "Issue 14 on Zen 3,
+  // seventeenth session").
+  static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : 1; }
   static constexpr bool tile_ok(int mr) { return mr != 5; }
   static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
   // 1.10-1.14x faster than 256 steps at M = 64 to 4096 on Zen 2 (each tile's
