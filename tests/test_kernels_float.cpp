@@ -391,17 +391,21 @@ TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
 // far apart: not), a zero scale in one block (not), scales in [1, 4] and
 // the first row's x times 2^-12 (not: the f16 widening's sums of it are
 // subnormal), the first row's x times 2^6
-// with scales up to 220 (rescaled: the sums stay under 2^127 either way).
-// The three that are not rescaled give other bits if they were.
+// with scales up to 220 (rescaled: the sums stay under 2^127 either way),
+// scales up to 2^127 with every x under 2^-16 (not: the inverse of 2^127,
+// which a first block's sums start from, is subnormal). The four that are
+// not rescaled give other bits if they were.
 TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
   if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps)";
   using T = x86::PanelType;
   const int64_t n = 37, k = 1088, blocks = k / 32, batch = 7;
-  struct Case { const char* name; int lo, hi; bool zero_block; float first_row_times; bool rescaled; };
-  for (const Case& cs : {Case{"band", 110, 140, false, 1.0f, true}, Case{"wide", 60, 200, false, 1.0f, false},
-                         Case{"zero block", 110, 140, true, 1.0f, false},
-                         Case{"tiny scales", 1, 4, false, 0x1p-12f, false},
-                         Case{"large row", 180, 220, false, 0x1p6f, true}}) {
+  struct Case { const char* name; int lo, hi; bool zero_block; float first_row_times, x_times; bool rescaled; };
+  for (const Case& cs : {Case{"band", 110, 140, false, 1.0f, 1.0f, true},
+                         Case{"wide", 60, 200, false, 1.0f, 1.0f, false},
+                         Case{"zero block", 110, 140, true, 1.0f, 1.0f, false},
+                         Case{"tiny scales", 1, 4, false, 0x1p-12f, 1.0f, false},
+                         Case{"large row", 180, 220, false, 0x1p6f, 1.0f, true},
+                         Case{"top scale", 208, 254, false, 1.0f, 0x1p-24f, false}}) {
     std::mt19937 rng(static_cast<uint32_t>(cs.lo * 7 + cs.hi));
     std::vector<uint8_t> codes(static_cast<size_t>(n * k)), scales(static_cast<size_t>(n * blocks));
     for (uint8_t& c : codes) {
@@ -419,6 +423,7 @@ TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
       const float mag = std::ldexp(1.0f + static_cast<float>(rng() % 1024) / 1024.0f, static_cast<int>(rng() % 24) - 16);
       v = rng() % 2 ? mag : -mag;
     }
+    for (float& v : x) v *= cs.x_times;
     for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] *= cs.first_row_times;
     for (bool in_place : {false, true}) {
       const x86::FloatPanels panels = in_place

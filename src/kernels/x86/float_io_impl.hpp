@@ -106,7 +106,7 @@ struct FloatIo<Avx2> {
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h))), 23));
   }
   // 2^(from - to) of 16 pairs of E8M0 bytes, as f32: the difference plus
-  // the bias is the exponent field (the caller keeps |from - to| <= 126).
+  // the bias is the exponent field (the caller keeps from - to in [-126, 127]).
   static void e8m0_ratio(const uint8_t* from, const uint8_t* to, F* out) {
     const __m256i bias = _mm256_set1_epi32(127);
     for (int h = 0; h < 2; ++h) {

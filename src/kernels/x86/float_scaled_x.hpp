@@ -44,13 +44,14 @@ inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
 // 2^(x_lo-40+scale_min-scale_max). Both steps at least 2^-126 keep every
 // nonzero sum normal in both forms. Below 2^(ceil(log2 k) + x_hi + 2 +
 // scale_max - 127) (|value·2^-8| < 2), divided: times 2^(127-scale_min),
-// both under 2^127, nothing overflows. Scale bytes 0 (a zero scale) and 255
-// fail the first and last test.
+// both under 2^127, nothing overflows. A zero scale (byte 0) fails the
+// first test; bytes 254 (2^127, whose inverse, which a first block's sums
+// are multiplied by, is subnormal) and 255 (NaN) the last.
 inline bool mxfp8_sums_rescale(const FloatPanels& w, int x_lo, int x_hi) {
   const int lo = w.scale_min, hi = w.scale_max;
   const int log2_k = std::bit_width(static_cast<uint64_t>(std::max<int64_t>(1, w.k - 1)));
   return x_lo + lo >= 41 && x_lo + lo - hi >= -86 && log2_k + x_hi + hi <= 252 && log2_k + x_hi + hi - lo <= 125 &&
-         hi <= 254;
+         hi <= 253;
 }
 
 // For an E4M3 or MXFP8 layer of at most Tune::kScaledXRows rows: the
