@@ -82,7 +82,8 @@ std::vector<double> alternating_medians(size_t variants, int rounds, double min_
   using clock = std::chrono::steady_clock;
   std::vector<std::vector<double>> times(variants);
   for (int r = 0; r < rounds; ++r)
-    for (size_t i = 0; i < variants; ++i) {
+    for (size_t j = 0; j < variants; ++j) {
+      const size_t i = r % 2 == 0 ? j : variants - 1 - j;
       long calls = 0;
       const auto t0 = clock::now();
       double s = 0;

@@ -26,9 +26,11 @@ inline constexpr int kMinTimedCalls = 5;
 Timing time_calls(const std::function<void()>& fn, double min_seconds = 0.15, int reps = 7);
 
 // Variants of one computation timed in alternating rounds, so that each sees
-// the same machine: every round runs call(0), call(1), ... (call(i) = one
-// call of variant i), each for at least `min_seconds` and at least one call.
-// Returns each variant's median seconds per call over the rounds.
+// the same machine: even rounds run call(0), call(1), ..., odd rounds the
+// same backwards (call(i) = one call of variant i), so that no variant
+// always runs right after the same other one; each for at least
+// `min_seconds` and at least one call. Returns each variant's median
+// seconds per call over the rounds.
 std::vector<double> alternating_medians(size_t variants, int rounds, double min_seconds,
                                         const std::function<void(size_t variant)>& call);
 
