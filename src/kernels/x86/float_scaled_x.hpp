@@ -20,8 +20,9 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// The tuning Tune for a call whose activations run scaled by 2^112 (E4M3
-// decoded by FloatIo::e4m3_by_exponent).
+// The tuning Tune for a call whose activations run scaled by 2^112 (the
+// E4M3 codes of an e4m3 or mxfp8 layer decoded by
+// FloatIo::e4m3_by_exponent).
 template <class Tune>
 struct WithScaledX : Tune {
   static constexpr bool kScaledX = true;
@@ -33,9 +34,9 @@ struct WithScaledX : Tune {
 inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
 
 // Whether an MXFP8 layer's sums may run divided by their block scales
-// (micro() in float_gemm_impl.hpp, kRescaled) with the same bits, for activations whose finite
-// nonzero |x| lie in [2^x_lo, 2^(x_hi+1)) (x_lo, x_hi: ilogb of the
-// smallest and largest). Rounding commutes with a power-of-two scaling
+// (micro() in float_gemm_impl.hpp, kRescaled) with the same bits, for
+// activations whose finite nonzero |x| lie in [2^x_lo, 2^(x_hi+1)) (x_lo,
+// x_hi: ilogb of the smallest and largest). Rounding commutes with a power-of-two scaling
 // unless a value is subnormal or overflows. Every partial sum the f16
 // widening forms (x · w, w = value·2^-8 · 2^(b-127), b in [scale_min,
 // scale_max]) is a multiple of 2^(x_lo-23) · 2^-17 · 2^(scale_min-127),
