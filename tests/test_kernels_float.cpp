@@ -379,7 +379,7 @@ TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
 // divided by its column's current block scale (one multiply per 32 k
 // instead of one per weight), where the layer's scale bytes and the
 // call's |x| keep every partial sum normal and finite in both forms
-// (mxfp8_sums_rescale in float_gemm_impl.hpp); else the f16 widening with
+// (mxfp8_sums_rescale in float_scaled_x.hpp); else the f16 widening with
 // the scale multiplied into each weight. Either way a row's bits are those
 // it gets among 7 rows (the f16 widening, as every larger M), and where
 // the rescaled form applies, the FMA chain in k order on the reference's
@@ -390,8 +390,8 @@ TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
 // sums' bits). Cases: scales in [110, 140] (rescaled), in [60, 200] (too
 // far apart: not), a zero scale in one block (not), scales in [1, 4] and
 // the first row's x times 2^-12 (not: the f16 widening's sums of it are
-// subnormal), the first row's x times 2^6
-// with scales up to 220 (rescaled: the sums stay under 2^127 either way),
+// subnormal), the first row's x times 2^6 with scales up to 220
+// (rescaled: the sums stay under 2^127 either way),
 // scales up to 2^127 with every x under 2^-16 (not: the inverse of 2^127,
 // which a first block's sums start from, is subnormal). The four that are
 // not rescaled give other bits if they were.
@@ -425,6 +425,13 @@ TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
     }
     for (float& v : x) v *= cs.x_times;
     for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(i)] *= cs.first_row_times;
+    std::vector<float> chain(static_cast<size_t>(5 * n));  // rows 0-4: the std::fma chain, alpha 2
+    for (int64_t r = 0; r < 5; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], w[c * k + i], acc);
+        chain[r * n + c] = acc * 2.0f;
+      }
     for (bool in_place : {false, true}) {
       const x86::FloatPanels panels = in_place
                                           ? x86::float_panels_in_place(T::mxfp8, codes.data(), k, n, k, scales.data())
@@ -436,15 +443,7 @@ TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
         std::vector<float> got(static_cast<size_t>(m * n));
         gemm_f32(x.data(), k, m, panels, 2.0f, nullptr, got.data());
         expect_bits_equal(std::vector<float>(many.begin(), many.begin() + m * n), got, "rows among 7");
-        if (!cs.rescaled) continue;
-        std::vector<float> want(got.size());
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < n; ++c) {
-            float acc = 0.0f;
-            for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], w[c * k + i], acc);
-            want[r * n + c] = acc * 2.0f;
-          }
-        expect_bits_equal(want, got, "the FMA chain");
+        if (cs.rescaled) expect_bits_equal(std::vector<float>(chain.begin(), chain.begin() + m * n), got, "the FMA chain");
       }
     }
   }

@@ -184,7 +184,14 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
     }
   const uint8_t* b[J];
   MIXQ_UNROLL
-  for (int j = 0; j < J; ++j) b[j] = panel_from(job, p + j, s0);  // step s at b[j] + (s - s0)·row
+  for (int j = 0; j < J; ++j) b[j] = panel_from(job, p + j, s0);
+  // kRescaled: every row's sums of panel j times r (its columns' factors).
+  [[maybe_unused]] auto scale_sums = [&](int j, const F* r) __attribute__((always_inline)) {
+    MIXQ_UNROLL
+    for (int q = 0; q < VP; ++q)
+      MIXQ_UNROLL
+      for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::mul(acc[i][j * VP + q], r[q]);
+  };  // step s at b[j] + (s - s0)·row
   // MXFP8: the block scales of the current 32-block, per column (dot: per
   // element of a k-pair row).
   [[maybe_unused]] alignas(64) float sc[kMx ? J * 16 * (C == Core::dot ? 2 : 1) : 1];
@@ -200,10 +207,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
         const uint8_t* e = w.scales.data() + ((p + j) * w.blocks + blk) * 16;
         F r[VP];
         FloatIo<V>::e8m0_ratio(sb == s0 ? kScaleOne : e - 16, e, r);
-        MIXQ_UNROLL
-        for (int q = 0; q < VP; ++q)
-          MIXQ_UNROLL
-          for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::mul(acc[i][j * VP + q], r[q]);
+        scale_sums(j, r);
       }
     } else if constexpr (kMx) {
       const int64_t blk = sb / kBlockSteps;
@@ -315,10 +319,7 @@ void micro(const Job& job, int64_t m0, int64_t p, int64_t s0, int64_t s1, bool f
       for (int j = 0; j < J; ++j) {
         F r[VP];
         FloatIo<V>::e8m0(w.scales.data() + ((p + j) * w.blocks + (s1 - 1) / kBlockSteps) * 16, r);
-        MIXQ_UNROLL
-        for (int q = 0; q < VP; ++q)
-          MIXQ_UNROLL
-          for (int i = 0; i < MR; ++i) acc[i][j * VP + q] = V::mul(acc[i][j * VP + q], r[q]);
+        scale_sums(j, r);
       }
     }
   }

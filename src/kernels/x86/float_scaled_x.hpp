@@ -36,8 +36,9 @@ inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
 // Whether an MXFP8 layer's sums may run divided by their block scales
 // (micro() in float_gemm_impl.hpp, kRescaled) with the same bits, for
 // activations whose finite nonzero |x| lie in [2^x_lo, 2^(x_hi+1)) (x_lo,
-// x_hi: ilogb of the smallest and largest). Rounding commutes with a power-of-two scaling
-// unless a value is subnormal or overflows. Every partial sum the f16
+// x_hi: ilogb of the smallest and largest). Rounding commutes with a
+// power-of-two scaling unless a value is subnormal or overflows. Every
+// partial sum the f16
 // widening forms (x · w, w = value·2^-8 · 2^(b-127), b in [scale_min,
 // scale_max]) is a multiple of 2^(x_lo-23) · 2^-17 · 2^(scale_min-127),
 // since x is a multiple of its ulp and E4M3's smallest step is 2^-9, and a

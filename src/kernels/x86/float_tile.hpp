@@ -103,9 +103,10 @@ struct FloatTile<8> {
   // the rows' broadcasts, two decoded vectors and the decode mask need 17
   // ymm) showed no direction on Zen 3, packed FP8 and MXFP8 at the three
   // H3 / FLUX shapes: 0.72-1.09x the time in three runs, then 0.94-1.10x in
-  // two runs with the variants listed the other way round (bench_float_tunings
-  // --m 2 --tuning "2-row tile"; BENCHMARKS.md, "Issue 14 on Zen 3,
-  // seventeenth session").
+  // two runs with the variants listed the other way round; with the rounds
+  // alternating their order, MXFP8 0.84-0.92x, FP8 0.96-1.07x (one run; not
+  // settled: bench_float_tunings --m 2 --tuning "2-row tile"; BENCHMARKS.md,
+  // "Issue 14 on Zen 3, seventeenth session").
   static constexpr int panels_for(int mr) { return mr == 1 ? 4 : mr == 2 ? 3 : 1; }
   static constexpr bool tile_ok(int mr) { return mr != 5; }
   static constexpr int64_t kGrain = 4;  // whole J = 4 groups for M = 1 on each thread
