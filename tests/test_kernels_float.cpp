@@ -330,49 +330,71 @@ TEST_P(FloatKernels, FmaGemmIsBitExactForExactProducts) {
   }
 }
 
-// Under 6 rows the AVX2 core runs E4M3 with the activations times 2^112 and
-// the codes widened to value·2^-120 by integer operations
-// (FloatIo::e4m3_by_exponent), where every finite |x| < 2^16; else, and
-// where this thread reads denormals as zero (next test), the f16 widening.
-// Both are the FMA chain in k order bit for bit (std::fma, then alpha and
-// bias): a row whose largest |x| is just under 2^16 (61440, scaled), one
-// with 2^16 and one with -2^17 (not scaled), and an infinite or NaN x (scaled:
-// inf·2^112 is inf), on packed panels and read in place, random codes
-// (subnormals among them), a K tail and a partial panel.
+// Under 6 rows the AVX2 core runs FP8 with the activations times 2^112 and
+// the codes widened to value·2^-120 (E4M3) or value·2^-112 (E5M2) by
+// integer operations (FloatIo::fp8_by_exponent), where every finite |x| <
+// 2^16; else, and where this thread reads denormals as zero (next test),
+// the f16 widening. Both are the FMA chain in k order bit for bit (std::fma,
+// then alpha and bias): a row whose largest |x| is just under 2^16 (61440,
+// scaled), one with 2^16 and one with -2^17 (not scaled), and an infinite or
+// NaN x (scaled: inf·2^112 is inf), on packed panels and read in place,
+// random codes (subnormals among them), a K tail and a partial panel. E5M2
+// also with inf and NaN codes, which the decode by exponent makes finite
+// (their panels run again on the f16 widening): +inf in one column (±inf
+// out), +inf and -inf in another, inf where x is 0 in a third (NaN), a NaN
+// code in the partial panel.
 TEST_P(FloatKernels, ScaledActivationsKeepTheBits) {
   if (!f32_acts()) GTEST_SKIP() << "avx512 sums bf16 pairs (vdpbf16ps)";
   using T = x86::PanelType;
   const int64_t n = 37, k = 70;
-  const StoredWeight sw = stored_weight(T::e4m3, n, k, 91);
   const std::vector<float> bias = random_floats(static_cast<size_t>(n), 92, 0.5f);
   const float inf = std::numeric_limits<float>::infinity();
-  for (bool in_place : {false, true}) {
-    const x86::FloatPanels panels = in_place ? x86::float_panels_in_place(T::e4m3, sw.bytes.data(), sw.row_bytes, n, k)
-                                             : sw.pack();
-    for (int64_t m = 1; m <= 5; ++m) {
-      for (float big : {61440.0f, 65536.0f, -131072.0f, inf, std::nanf("")}) {
-        std::vector<float> x = random_floats(static_cast<size_t>(m * k), 93 + m, 4.0f);
-        x[static_cast<size_t>((m - 1) * k + 5)] = big;  // the last row's k = 5
-        std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < n; ++c) {
-            float acc = 0.0f;
-            for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], sw.value[c * k + i], acc);
-            want[r * n + c] = acc * 0.5f + bias[c];
-          }
-        gemm_f32(x.data(), k, m, panels, 0.5f, bias.data(), got.data());
-        SCOPED_TRACE(::testing::Message() << "m=" << m << " x=" << big << " in place " << in_place);
-        for (size_t i = 0; i < want.size(); ++i) {
-          if (std::isnan(want[i])) {
-            ASSERT_TRUE(std::isnan(got[i])) << "output " << i;
-          } else {
-            ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
-                << "output " << i << ": want " << want[i] << ", got " << got[i];
+  for (T type : {T::e4m3, T::e5m2})
+    for (bool nonfinite : {false, true}) {
+      if (nonfinite && type != T::e5m2) continue;
+      StoredWeight sw = stored_weight(type, n, k, 91);
+      if (nonfinite) {
+        struct Code { int64_t column, at; uint8_t code; };
+        for (const Code& c : {Code{3, 10, 0x7C}, Code{20, 0, 0xFC}, Code{20, 1, 0x7C}, Code{33, 7, 0x7C},
+                              Code{36, 69, 0x7E}}) {
+          sw.bytes[static_cast<size_t>(c.column * k + c.at)] = c.code;
+          sw.value[static_cast<size_t>(c.column * k + c.at)] = e5m2_to_f32(c.code);
+        }
+      }
+      for (bool in_place : {false, true}) {
+        const x86::FloatPanels panels = in_place ? x86::float_panels_in_place(type, sw.bytes.data(), sw.row_bytes, n, k)
+                                                 : sw.pack();
+        for (int64_t m = 1; m <= 5; ++m) {
+          for (float big : {61440.0f, 65536.0f, -131072.0f, inf, std::nanf("")}) {
+            std::vector<float> x = random_floats(static_cast<size_t>(m * k), 93 + m, 4.0f);
+            x[static_cast<size_t>((m - 1) * k + 5)] = big;  // the last row's k = 5
+            x[7] = 0.0f;                                    // the first row's k = 7
+            std::vector<float> want(static_cast<size_t>(m * n)), got(want.size());
+            for (int64_t r = 0; r < m; ++r)
+              for (int64_t c = 0; c < n; ++c) {
+                float acc = 0.0f;
+                for (int64_t i = 0; i < k; ++i) acc = std::fma(x[r * k + i], sw.value[c * k + i], acc);
+                want[r * n + c] = acc * 0.5f + bias[c];
+              }
+            gemm_f32(x.data(), k, m, panels, 0.5f, bias.data(), got.data());
+            SCOPED_TRACE(::testing::Message() << type_name(type) << (nonfinite ? " with inf / NaN codes" : "")
+                                              << " m=" << m << " x=" << big << " in place " << in_place);
+            for (size_t i = 0; i < want.size(); ++i) {
+              if (std::isnan(want[i])) {
+                ASSERT_TRUE(std::isnan(got[i])) << "output " << i;
+              } else {
+                ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+                    << "output " << i << ": want " << want[i] << ", got " << got[i];
+              }
+            }
+            if (nonfinite && std::isfinite(big)) {  // what the codes make of the first row
+              EXPECT_TRUE(std::isinf(got[3])) << got[3];
+              EXPECT_TRUE(std::isnan(got[33]) && std::isnan(got[36])) << got[33] << " " << got[36];
+            }
           }
         }
       }
     }
-  }
 }
 
 // Under 6 rows the AVX2 core runs MXFP8 as E4M3 above, and keeps each sum
@@ -450,14 +472,15 @@ TEST_P(FloatKernels, Mxfp8RescaledSumsKeepTheBits) {
 }
 
 // With the denormals-are-zero flag set in MXCSR (as torch.set_flush_denormal
-// does), E4M3's subnormal codes still decode exactly: the value·2^-120 that
-// the scaled-x path makes of them is an f32 subnormal, which DAZ would read
-// as zero, so a thread with DAZ set takes the f16 widening. One thread, so
-// that the test's thread (the one with DAZ) runs every panel; every code at
-// k = 0 with x = 1 (MXFP8: the rest of the block zero, scale 1).
+// does), FP8's subnormal codes still decode exactly: the value·2^-120
+// (E4M3) or value·2^-112 (E5M2) that the scaled-x path makes of them is an
+// f32 subnormal, which DAZ would read as zero, so a thread with DAZ set
+// takes the f16 widening. One thread, so that the test's thread (the one
+// with DAZ) runs every panel; every code at k = 0 with x = 1 (MXFP8: the
+// rest of the block zero, scale 1).
 TEST_P(FloatKernels, SubnormalCodesSurviveDenormalsAreZero) {
   if (!f32_acts()) GTEST_SKIP() << "the FMA cores";
-  for (x86::PanelType type : {x86::PanelType::e4m3, x86::PanelType::mxfp8}) {
+  for (x86::PanelType type : {x86::PanelType::e4m3, x86::PanelType::e5m2, x86::PanelType::mxfp8}) {
     const int64_t n = 256, k = type == x86::PanelType::mxfp8 ? 32 : 1;
     std::vector<uint8_t> codes(static_cast<size_t>(n * k), 0), scales(static_cast<size_t>(n), 127);
     for (int64_t c = 0; c < n; ++c) codes[c * k] = static_cast<uint8_t>(c);
@@ -472,7 +495,8 @@ TEST_P(FloatKernels, SubnormalCodesSurviveDenormalsAreZero) {
     _mm_setcsr(csr);
     set_num_threads(threads);
     for (int64_t c = 0; c < n; ++c) {
-      const float want = e4m3_to_f32(static_cast<uint8_t>(c));
+      const uint8_t code = static_cast<uint8_t>(c);
+      const float want = type == x86::PanelType::e5m2 ? e5m2_to_f32(code) : e4m3_to_f32(code);
       if (std::isnan(want)) continue;  // the NaN columns: DecodedWeightsAreExactForEveryCode
       ASSERT_EQ(std::bit_cast<uint32_t>(got[c]), std::bit_cast<uint32_t>(0.0f + want))
           << type_name(type) << " code " << c;

@@ -131,24 +131,30 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
 // (row r, k c) of panel r/16 sits at step c, byte r%16; padding (columns past
 // N, the row after an odd K) is 0. Shapes cover whole 16x16 blocks, a k
 // tail, odd K, and a partial last panel. Also
-// the NaN column list, with NaN codes inside a block and in the k tail. The
-// AVX-512 packer (64 k per zmm transpose) and the AVX2 one (32 k per ymm
-// transpose) must give the same bytes and NaN rows for every chunk, K from
-// 48 / 130 covering whole blocks and their tail.
+// the codes without a finite value, inside a block and in the k tail:
+// E4M3's NaN codes go to the NaN column list, E5M2's inf and NaN codes to
+// the list of panels that hold one. The AVX-512 packer (64 k per zmm
+// transpose) and the AVX2 one (32 k per ymm transpose) must give the same
+// bytes and non-finite rows for every chunk, K from 48 / 130 covering whole
+// blocks and their tail.
 TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
   using T = x86::PanelType;
   const bool zmm = testing::kernel_path("float_gemm:pack_avx512", kernels::Isa::avx512);
   const bool ymm = testing::kernel_path("float_gemm:pack_avx2", kernels::Isa::avx2);
+  for (T type : {T::e4m3, T::e5m2})
   for (int64_t n : {16, 37, 64})
     for (int64_t k : {16, 48, 41, 7, 130, 256}) {
+      SCOPED_TRACE(type_name(type));
+      const bool e5m2 = type == T::e5m2;
       std::vector<uint8_t> w(static_cast<size_t>(n * k));
       std::mt19937 rng(static_cast<uint32_t>(n * 1000 + k));
-      for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % 0x7F);  // 0x00-0x7E: no NaN yet
+      // Finite codes only: 0x00-0x7E (E4M3), 0x00-0x7B (E5M2).
+      for (uint8_t& b : w) b = static_cast<uint8_t>(rng() % (e5m2 ? 0x7C : 0x7F));
       const std::vector<int64_t> nan_rows = {3, 5, n - 1};
-      w[static_cast<size_t>(3 * k + k / 2)] = 0xFF;
-      w[static_cast<size_t>(5 * k + std::min<int64_t>(10, k - 1))] = 0x7F;
+      w[static_cast<size_t>(3 * k + k / 2)] = e5m2 ? 0xFD : 0xFF;
+      w[static_cast<size_t>(5 * k + std::min<int64_t>(10, k - 1))] = e5m2 ? 0x7C : 0x7F;
       w[static_cast<size_t>((n - 1) * k + k - 1)] = 0x7F;
-      const x86::FloatPanels p = x86::pack_panels(T::e4m3, w.data(), k, n, k);
+      const x86::FloatPanels p = x86::pack_panels(type, w.data(), k, n, k);
       const int64_t row = p.row_bytes();
       ASSERT_EQ(row, 16);
       ASSERT_EQ(p.steps, k + k % 2);  // an odd K: one zero row more
@@ -158,11 +164,14 @@ TEST(KernelsFloat, Fp8PanelLayoutIsByteExactPackedAndInPlace) {
           want[static_cast<size_t>(((r / 16) * p.steps + c) * row + r % 16)] = w[static_cast<size_t>(r * k + c)];
       ASSERT_EQ(p.data.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(p.data[i], want[i]) << "n=" << n << " k=" << k << " byte " << i;
-      EXPECT_EQ(p.nan_columns, nan_rows) << "n=" << n << " k=" << k;
+      std::vector<int64_t> nonfinite_panels = {0, (n - 1) / 16};
+      nonfinite_panels.erase(std::unique(nonfinite_panels.begin(), nonfinite_panels.end()), nonfinite_panels.end());
+      EXPECT_EQ(p.nan_columns, e5m2 ? std::vector<int64_t>{} : nan_rows) << "n=" << n << " k=" << k;
+      EXPECT_EQ(p.nonfinite_panels, e5m2 ? nonfinite_panels : std::vector<int64_t>{}) << "n=" << n << " k=" << k;
       // Read in place, every step range the GEMM packs (K chunks of any
       // length, from any step) comes out as the same bytes.
       // The NaN rows come back from the chunks that hold them.
-      const x86::FloatPanels in_place = x86::float_panels_in_place(T::e4m3, w.data(), k, n, k);
+      const x86::FloatPanels in_place = x86::float_panels_in_place(type, w.data(), k, n, k);
       EXPECT_TRUE(in_place.data.empty());
       EXPECT_TRUE(in_place.nan_columns.empty());
       using Packer = uint32_t (*)(const x86::FloatPanels&, int64_t, int64_t, int64_t, uint8_t*);

@@ -62,6 +62,10 @@ struct FloatPanels {
   // the few-row AVX2 kernel checks before it rescales its sums per block).
   uint8_t scale_min = 0, scale_max = 0;
   std::vector<int64_t> nan_columns;  // columns holding an E4M3 NaN code (weight or block scale)
+  // e5m2: the panels holding an inf or NaN code, which the decode by
+  // exponent (few rows on AVX2: float_scaled_x.hpp) makes finite; the GEMM
+  // runs those panels again on the f16 widening.
+  std::vector<int64_t> nonfinite_panels;
   // In place (float_panels_in_place): `data` stays empty and the kernels pack
   // each chunk of panel rows from the stored rows just before use.
   const uint8_t* rows = nullptr;  // row r at rows + r · rows_stride
@@ -74,7 +78,8 @@ struct FloatPanels {
   int64_t pair_steps() const { return (k + 1) / 2; }
   // What the panels hold in memory (data, scales, NaN list).
   int64_t bytes() const {
-    return static_cast<int64_t>(data.size() + scales.size() + nan_columns.size() * sizeof(int64_t));
+    return static_cast<int64_t>(data.size() + scales.size() +
+                                (nan_columns.size() + nonfinite_panels.size()) * sizeof(int64_t));
   }
 };
 
@@ -92,20 +97,39 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
 
 // The same weight read in place (FP8 and MXFP8 codes only): nothing is
 // copied but the MXFP8 block scales (1/32 of the codes), and no code is read
-// (nan_columns stays empty: the GEMM finds NaN codes as it packs); the bytes
+// (nan_columns and nonfinite_panels stay empty: the GEMM finds such codes
+// as it packs); the bytes
 // must outlive the result.
 FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_bytes, int64_t n, int64_t k,
                                   const uint8_t* block_scales = nullptr);
 // Rows [s0, min(s1, k)) of panel `panel` of an in-place weight, packed as
 // pack_panels lays them out, into dst (16 bytes a row; the pad row of an odd
-// K is not written). Returns the rows (bit j: row 16·panel + j) whose E4M3
-// codes there hold a NaN.
+// K is not written). Returns the rows (bit j: row 16·panel + j) whose codes
+// there hold one without a finite value: an E4M3 NaN (e4m3, mxfp8), an E5M2
+// inf or NaN (e5m2; fp8_nonfinite.hpp).
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
-// The same bytes and NaN rows, packed 64 k at a time in zmm registers
+// The same bytes and rows, packed 64 k at a time in zmm registers
 // (float_pack_simd.hpp; what the AVX-512 and AMX cores call), or 32 k in ymm
 // registers (what the AVX2 core calls).
 uint32_t pack_panel_steps_avx512(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
 uint32_t pack_panel_steps_avx2(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst);
+
+// Lists of columns or panels, one per chunk of a parallel_for (each filled
+// by the thread that runs it), and their merge. The members that do more
+// than index are defined in float_gemm_pack.cpp, a baseline translation
+// unit: a std::vector member instantiated in a per-target file is a weak
+// symbol, and the linker may keep the AVX-512 file's copy for every caller
+// (an EVEX vpbroadcastq in vector<vector<int64_t>>::assign stopped the AVX2
+// path with SIGILL).
+struct ThreadLists {
+  std::vector<std::vector<int64_t>> lists;
+  ThreadLists();
+  ~ThreadLists();
+  void reset(int chunks);
+  std::vector<int64_t>& of(int thread) { return lists[static_cast<size_t>(thread)]; }
+  // Every entry of the lists and of `more`, once each, ascending.
+  std::vector<int64_t> merged(const std::vector<int64_t>& more) const;
+};
 
 // FMA cores: a is f32 [m, lda] (lda >= w.k). Every output is
 // the FMA chain in k order (a[k]·w[k] added one k at a time), so with products

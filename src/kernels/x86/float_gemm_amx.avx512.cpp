@@ -32,7 +32,10 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8
   constexpr bool kE4m3 = T != PanelType::e5m2;
   const int64_t row = w.row_bytes(), pairs = w.pair_steps();
   uint32_t nan_rows = 0;
-  if (w.in_place()) nan_rows = pack_panel_steps_zmm(w, p, 0, w.k, codes);
+  if (w.in_place()) {
+    nan_rows = pack_panel_steps_zmm(w, p, 0, w.k, codes);
+    if constexpr (!kE4m3) nan_rows = 0;  // E5M2's inf and NaN codes widen to themselves
+  }
   const uint8_t* src = w.in_place() ? codes : w.data.data() + p * w.steps * row;
   auto load16 = [&](int64_t s) {
     return s < w.k ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + s * 16)) : _mm_setzero_si128();
@@ -57,13 +60,13 @@ uint32_t decode_panel(const FloatPanels& w, int64_t p, int64_t tile_pairs, uint8
 
 template <PanelType T>
 void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, float alpha, const float* bias,
-             float* y, int64_t block_bytes, std::vector<std::vector<int64_t>>& found) {
+             float* y, int64_t block_bytes, ThreadLists& found) {
   // Activation rows per block: about block_bytes of bf16 pairs, a multiple of 32.
   const int64_t n = w.n, chunks = lda / 16, row_bytes = lda * 4;
   const int64_t mc = util::balanced_block_rows(m, std::max<int64_t>(1, block_bytes / row_bytes), 32, mixq::num_threads());
   const int64_t nblocks = (m + mc - 1) / mc;
   util::parallel_for(
-      nblocks, 1, [&](int chunks_of_work) { found.assign(static_cast<size_t>(chunks_of_work), {}); },
+      nblocks, 1, [&](int chunks_of_work) { found.reset(chunks_of_work); },
       [&](int64_t b0, int64_t b1, int thread) {
         thread_local std::vector<uint16_t> panels;  // two decoded panels, 64-byte aligned
         thread_local std::vector<uint8_t> codes;    // in place: one panel's packed codes
@@ -74,7 +77,7 @@ void run_amx(const uint32_t* a, int64_t lda, int64_t m, const FloatPanels& w, fl
         uint16_t* base = panels.data() + (32 - reinterpret_cast<uintptr_t>(panels.data()) % 64 / 2) % 32;
         uint16_t* bp[2] = {base, base + panel_elems};
         alignas(64) float acc[32 * 32];
-        std::vector<int64_t>& nan_columns = found[static_cast<size_t>(thread)];
+        std::vector<int64_t>& nan_columns = found.of(thread);
         amx::configure();
         for (int64_t bi = b0; bi < b1; ++bi) {
           const int64_t row0 = bi * mc, rows = std::min(mc, m - row0);
@@ -120,19 +123,15 @@ void float_gemm_amx_bf16(const uint32_t* a, int64_t lda, int64_t m, const FloatP
     fail("float gemm: AMX activation rows must be 64-byte aligned multiples of 16 pairs >= {}", w.pair_steps());
   const bool scaled = w.type == PanelType::e4m3 || w.type == PanelType::mxfp8;  // value·2^-8 (float_gemm.hpp)
   const float al = scaled ? alpha * 256.0f : alpha;
-  std::vector<std::vector<int64_t>> found;
+  ThreadLists found;
   switch (w.type) {
     case PanelType::e4m3: run_amx<PanelType::e4m3>(a, lda, m, w, al, bias, y, block_bytes, found); break;
     case PanelType::e5m2: run_amx<PanelType::e5m2>(a, lda, m, w, al, bias, y, block_bytes, found); break;
     case PanelType::mxfp8: run_amx<PanelType::mxfp8>(a, lda, m, w, al, bias, y, block_bytes, found); break;
     default: fail("float gemm: the AMX bf16 core takes FP8 / MXFP8 panels");
   }
-  auto set_nan = [&](int64_t c) {
+  for (const int64_t c : found.merged(w.nan_columns))
     for (int64_t r = 0; r < m; ++r) y[r * w.n + c] = std::numeric_limits<float>::quiet_NaN();
-  };
-  for (const int64_t c : w.nan_columns) set_nan(c);
-  for (const std::vector<int64_t>& columns : found)
-    for (const int64_t c : columns) set_nan(c);
 }
 
 }  // namespace mixq::kernels::x86

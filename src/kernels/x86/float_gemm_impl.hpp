@@ -89,6 +89,9 @@ struct Job {
   const uint8_t* chunk = nullptr;
   int64_t chunk_p0 = 0, chunk_s0 = 0, chunk_steps = 0;
   std::vector<int64_t>* nan_columns = nullptr;  // in place: the thread's finds (pack_panel_steps)
+  // In place, e5m2 with scaled activations (float_scaled_x.hpp): the
+  // thread's panels that hold an inf or NaN code (null: not looked for).
+  std::vector<int64_t>* nonfinite_panels = nullptr;
   // Many rows (decoded_rows()): the current K chunk of panels decoded_p0..
   // decoded to f32 rows of 16 values (block scales applied), decoded_steps
   // rows each; the micro-kernels then run as for f32 panels.
@@ -105,13 +108,14 @@ inline const uint8_t* panel_from(const Job& job, int64_t p, int64_t s0) {
   return w.data.data() + p * w.steps * w.row_bytes() + s0 * job.row;
 }
 
-// One panel row of type T at p as kVP f32 vectors; ScaledX: E4M3 codes
-// (e4m3, mxfp8) as value·2^-120 for activations scaled by 2^112
-// (WithScaledX; MXFP8's block scales then go to the sums: micro()).
+// One panel row of type T at p as kVP f32 vectors; ScaledX: FP8 codes as
+// value·2^-120 (E4M3: e4m3, mxfp8) or value·2^-112 (e5m2) for activations
+// scaled by 2^112 (WithScaledX; MXFP8's block scales then go to the sums:
+// micro()).
 template <class V, PanelType T, bool ScaledX = false>
 inline void decode_row(const uint8_t* p, typename V::F* out) {
   using Io = FloatIo<V>;
-  if constexpr (ScaledX && (T == PanelType::e4m3 || T == PanelType::mxfp8)) Io::e4m3_by_exponent(p, out);
+  if constexpr (ScaledX && is_fp8(T)) Io::template fp8_by_exponent<T != PanelType::e5m2>(p, out);
   else if constexpr (T == PanelType::f32) Io::f32(p, out);
   else if constexpr (T == PanelType::bf16) Io::bf16(p, out);
   else if constexpr (T == PanelType::f16) Io::f16(p, out);
@@ -562,7 +566,8 @@ int64_t packed_by_tables(const Job& job, int64_t m, int64_t p0, int64_t p1) {
 // Read in place: packs steps [s0, s1) of panels [p, end) into `buffer`
 // (each panel's steps one after the other; an odd K's pad row zero, as in
 // packed panels) and points job's chunk there; the columns whose codes hold
-// a NaN go to job.nan_columns.
+// a NaN go to job.nan_columns (E4M3 codes), the panels whose codes hold an
+// inf or NaN to job.nonfinite_panels where it is set (E5M2).
 template <class V, Core C>
 void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, int64_t s1, int64_t ahead) {
   constexpr int64_t kRowsPerStep = C == Core::dot ? 2 : 1;  // the dot core's steps are two panel rows
@@ -574,10 +579,15 @@ void pack_group(Job& job, uint8_t* buffer, int64_t p, int64_t end, int64_t s0, i
   job.chunk_steps = s1 - s0;
   for (int64_t q = p; q < end; ++q) {
     uint8_t* dst = buffer + (q - p) * (s1 - s0) * job.row;
-    const uint32_t nan_rows = pack_steps<V>(w, q, r0, r1, dst, ahead);
+    const uint32_t nonfinite_rows = pack_steps<V>(w, q, r0, r1, dst, ahead);
     if (r1 > w.k) std::memset(dst + (w.k - r0) * 16, 0, 16);
-    for (int j = 0; j < 16; ++j)
-      if (nan_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
+    if (nonfinite_rows == 0) continue;
+    if (w.type != PanelType::e5m2) {
+      for (int j = 0; j < 16; ++j)
+        if (nonfinite_rows >> j & 1u) job.nan_columns->push_back(q * 16 + j);
+    } else if (job.nonfinite_panels) {
+      job.nonfinite_panels->push_back(q);
+    }
   }
 }
 
@@ -657,22 +667,31 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
   Job shared{a, lda, &w, scaled ? alpha * 256.0f : alpha, bias, y};
   shared.steps = C == Core::dot ? w.pair_steps() : w.k;
   shared.row = C == Core::dot ? 2 * w.row_bytes() : w.row_bytes();
-  std::vector<std::vector<int64_t>> found;  // in place: NaN columns found by each thread
+  ThreadLists found;      // in place: NaN columns found by each thread
+  ThreadLists nonfinite;  // e5m2 with scaled activations, in place: each thread's inf / NaN panels
   thread_local std::vector<float> scaled_rows;
   const float* x_scaled = nullptr;
   if constexpr (C == Core::fma && Tune::kScaledXRows > 0)
     x_scaled = scaled_x<Tune>(static_cast<const float*>(a), lda, m, w, scaled_rows);
   util::parallel_for(
-      w.panels, Tune::kGrain, [&](int chunks) { found.assign(static_cast<size_t>(chunks), {}); },
+      w.panels, Tune::kGrain,
+      [&](int chunks) {
+        found.reset(chunks);
+        nonfinite.reset(chunks);
+      },
       [&](int64_t p0, int64_t p1, int thread) {
         Job job = shared;
-        job.nan_columns = &found[static_cast<size_t>(thread)];
+        job.nan_columns = &found.of(thread);
         if constexpr (C == Core::fma && Tune::kScaledXRows > 0) {
           if (x_scaled && !denormals_are_zero()) {  // each thread's own MXCSR
             job.a = x_scaled;
             job.lda = w.k;
-            if (w.type == PanelType::mxfp8) run<V, WithScaledX<Tune>, C, PanelType::mxfp8>(job, m, p0, p1);
-            else run<V, WithScaledX<Tune>, C, PanelType::e4m3>(job, m, p0, p1);
+            job.nonfinite_panels = &nonfinite.of(thread);
+            switch (w.type) {
+              case PanelType::e4m3: run<V, WithScaledX<Tune>, C, PanelType::e4m3>(job, m, p0, p1); break;
+              case PanelType::e5m2: run<V, WithScaledX<Tune>, C, PanelType::e5m2>(job, m, p0, p1); break;
+              default: run<V, WithScaledX<Tune>, C, PanelType::mxfp8>(job, m, p0, p1); break;
+            }
             return;
           }
         }
@@ -694,13 +713,19 @@ void gemm(const void* a, int64_t lda, int64_t m, const FloatPanels& w, float alp
           }
         }
       });
+  // E5M2 inf and NaN codes, which the decode by exponent made finite: their
+  // panels (packed: listed; in place: found) again on the f16 widening, the
+  // bits every other panel kept.
+  if constexpr (C == Core::fma && Tune::kScaledXRows > 0) {
+    if (x_scaled && w.type == PanelType::e5m2) {
+      Job job = shared;
+      job.nan_columns = &found.of(0);  // unused: E5M2 has no NaN columns
+      for (const int64_t p : nonfinite.merged(w.nonfinite_panels)) run<V, Tune, C, PanelType::e5m2>(job, m, p, p + 1);
+    }
+  }
   // A NaN weight code makes its whole output column NaN.
-  auto set_nan = [&](int64_t c) {
+  for (const int64_t c : found.merged(w.nan_columns))
     for (int64_t r = 0; r < m; ++r) y[r * w.n + c] = std::numeric_limits<float>::quiet_NaN();
-  };
-  for (const int64_t c : w.nan_columns) set_nan(c);
-  for (const std::vector<int64_t>& columns : found)
-    for (const int64_t c : columns) set_nan(c);
 }
 
 }  // namespace

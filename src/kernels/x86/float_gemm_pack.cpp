@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/x86/e4m3_nan.hpp"
+#include "kernels/x86/fp8_nonfinite.hpp"
 #include "kernels/x86/float_gemm.hpp"
 #include "mixq/error.hpp"
 #include "util/parallel.hpp"
@@ -57,17 +57,18 @@ inline void transpose_bytes_16x16(__m128i x[16]) {
 }
 
 // One full panel (16 rows) of 1-byte elements, 16 k at a time; returns the
-// first k not done. With `nan_rows`, bit r is set for a row r whose codes
-// here hold an E4M3 NaN.
+// first k not done. With `nonfinite_rows`, bit r is set for a row r whose
+// codes here hold a non-finite one (`bits`: fp8_nonfinite.hpp).
 int64_t pack_bytes_panel(const uint8_t* src, int64_t row_bytes, int64_t k, int64_t row, uint8_t* dst,
-                         uint32_t* nan_rows = nullptr) {
-  const __m128i nan = _mm_set1_epi8(0x7F);
+                         uint32_t* nonfinite_rows = nullptr, uint8_t bits = kE4m3NonFinite) {
+  const __m128i mask = _mm_set1_epi8(static_cast<char>(bits));
   int64_t c = 0;
   for (; c + 16 <= k; c += 16) {
     __m128i x[16];
     for (int r = 0; r < 16; ++r) {
       x[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + r * row_bytes + c));
-      if (nan_rows && _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(x[r], nan), nan)) != 0) *nan_rows |= 1u << r;
+      if (nonfinite_rows && _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_and_si128(x[r], mask), mask)) != 0)
+        *nonfinite_rows |= 1u << r;
     }
     transpose_bytes_16x16(x);
     for (int s = 0; s < 16; ++s) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (c + s) * row), x[s]);
@@ -123,9 +124,14 @@ void pack_block_scales(FloatPanels& p, const uint8_t* block_scales) {
   });
 }
 
-void list_nan_columns(FloatPanels& p, const std::vector<char>& nan) {
-  for (int64_t r = 0; r < static_cast<int64_t>(nan.size()); ++r)
-    if (nan[static_cast<size_t>(r)]) p.nan_columns.push_back(r);
+// The rows marked in `nonfinite` as NaN columns (E4M3 codes) or, for E5M2,
+// as the panels that hold them.
+void list_nonfinite(FloatPanels& p, const std::vector<char>& nonfinite) {
+  for (int64_t r = 0; r < static_cast<int64_t>(nonfinite.size()); ++r) {
+    if (!nonfinite[static_cast<size_t>(r)]) continue;
+    if (p.type != PanelType::e5m2) p.nan_columns.push_back(r);
+    else if (p.nonfinite_panels.empty() || p.nonfinite_panels.back() != r / 16) p.nonfinite_panels.push_back(r / 16);
+  }
 }
 
 }  // namespace
@@ -137,10 +143,12 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   const int64_t row = p.row_bytes();
   p.data.assign(static_cast<size_t>(p.panels * p.steps * row), 0u);  // the FP8 pad row stays 0
   const auto* src = static_cast<const uint8_t*>(w);
-  // Columns with an E4M3 NaN code in a weight (e4m3, mxfp8) or block scale
-  // (nvfp4), found while each panel is packed (its rows are read only then).
-  const bool nan_codes = type == PanelType::e4m3 || type == PanelType::mxfp8 || type == PanelType::nvfp4;
-  std::vector<char> nan(nan_codes ? static_cast<size_t>(n) : 0, 0);
+  // Columns with a non-finite code: an E4M3 NaN in a weight (e4m3, mxfp8)
+  // or block scale (nvfp4), an E5M2 inf or NaN (e5m2), found while each
+  // panel is packed (its rows are read only then).
+  const bool scan = is_fp8(type) || type == PanelType::nvfp4;
+  const uint8_t bits = type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite;
+  std::vector<char> nonfinite(scan ? static_cast<size_t>(n) : 0, 0);
   auto pack_panel = [&](int64_t panel) {
     uint8_t* dst = p.data.data() + panel * p.steps * row;
     if (eb == 1 && panel * 16 + 16 <= n) {  // a full panel of 1-byte elements: 16x16 blocks, then the k tail
@@ -174,10 +182,11 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   util::parallel_for(p.panels, 1, [&](int64_t begin, int64_t end, int) {
     int64_t handed = begin;  // panels [begin, handed) were given to rows_packed
     for (int64_t panel = begin; panel < end; ++panel) {
-      if (nan_codes)
+      if (scan)
         for (int64_t r = panel * 16; r < std::min(n, panel * 16 + 16); ++r)
-          nan[static_cast<size_t>(r)] = type == PanelType::nvfp4 ? has_e4m3_nan(block_scales + r * p.blocks, p.blocks)
-                                                                 : has_e4m3_nan(src + r * row_bytes, k);
+          nonfinite[static_cast<size_t>(r)] = type == PanelType::nvfp4
+                                                  ? has_e4m3_nan(block_scales + r * p.blocks, p.blocks)
+                                                  : has_nonfinite(src + r * row_bytes, k, bits);
       pack_panel(panel);
       if (rows_packed && (panel + 1 - handed == kReleasePanels || panel + 1 == end)) {
         rows_packed(handed * 16, std::min(n, (panel + 1) * 16));
@@ -186,7 +195,7 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
     }
   });
   pack_block_scales(p, block_scales);
-  list_nan_columns(p, nan);
+  list_nonfinite(p, nonfinite);
   return p;
 }
 
@@ -200,15 +209,27 @@ FloatPanels float_panels_in_place(PanelType type, const void* w, int64_t row_byt
   return p;
 }
 
+ThreadLists::ThreadLists() = default;
+ThreadLists::~ThreadLists() = default;
+void ThreadLists::reset(int chunks) { lists.assign(static_cast<size_t>(chunks), {}); }
+
+std::vector<int64_t> ThreadLists::merged(const std::vector<int64_t>& more) const {
+  std::vector<int64_t> all = more;
+  for (const std::vector<int64_t>& list : lists) all.insert(all.end(), list.begin(), list.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
 uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64_t s1, uint8_t* dst) {
   s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
   if (s1 <= s0) return 0;  // K = 0: nothing to pack (and dst may be null)
   const int64_t stride = w.rows_stride;
-  const bool e4m3 = w.type != PanelType::e5m2;  // E4M3 codes (e4m3, mxfp8) can be NaN
-  uint32_t nan_rows = 0;
+  const uint8_t bits = w.type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite;
+  uint32_t nonfinite_rows = 0;
   auto put = [&](int64_t j, int64_t c, uint8_t code) {
     dst[(c - s0) * 16 + j] = code;
-    if (e4m3 && e4m3_nan(code)) nan_rows |= 1u << j;
+    if (nonfinite(code, bits)) nonfinite_rows |= 1u << j;
   };
   if (panel * 16 + 16 <= w.n) {  // a full panel: 16x16 blocks, then the k tail
     const uint8_t* src = w.rows + panel * 16 * stride + s0;
@@ -217,15 +238,15 @@ uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64
     for (int64_t j = 0; j < 16; ++j)
       for (int64_t c = s1 - s0; c < 2 * (s1 - s0) && s0 + c < w.k; c += 64)
         _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
-    const int64_t done = s0 + pack_bytes_panel(src, stride, s1 - s0, 16, dst, e4m3 ? &nan_rows : nullptr);
+    const int64_t done = s0 + pack_bytes_panel(src, stride, s1 - s0, 16, dst, &nonfinite_rows, bits);
     for (int64_t j = 0; j < 16; ++j)
       for (int64_t c = done; c < s1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
-    return nan_rows;
+    return nonfinite_rows;
   }
   std::memset(dst, 0, static_cast<size_t>((s1 - s0) * 16));  // columns past n stay 0
   for (int64_t j = 0; panel * 16 + j < w.n; ++j)
     for (int64_t c = s0; c < s1; ++c) put(j, c, w.rows[(panel * 16 + j) * stride + c]);
-  return nan_rows;
+  return nonfinite_rows;
 }
 
 }  // namespace mixq::kernels::x86

@@ -81,21 +81,25 @@ struct FloatIo<Avx2> {
     out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     out[1] = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
   }
-  // 16 E4M3 codes as their value·2^-120, by integer operations only: the
-  // code sign-extended to 32 bits and shifted left by 20 puts the mantissa
-  // in bits 20-22, the exponent field in 23-26 (an f32 exponent field of e,
-  // bias 127 against E4M3's 7) and copies of the sign in 27-31, of which
-  // the mask keeps bit 31. Subnormal codes (e = 0) land on f32 subnormals
-  // scaled the same way, so every code is exact; the caller's activations
-  // carry the 2^112 that makes this the fp8() value·2^-8 (WithScaledX).
-  // Three operations per 8 codes where fp8() spends vcvtph2ps, which Zen 3
-  // issues once a cycle (BENCHMARKS.md, "Issue 14 on Zen 3, fifteenth
-  // session").
-  static void e4m3_by_exponent(const uint8_t* p, F* out) {
-    const __m256i keep = _mm256_set1_epi32(static_cast<int>(0x87F00000u));
+  // 16 FP8 codes as their value·2^-120 (E4M3) or value·2^-112 (E5M2), by
+  // integer operations only: the code sign-extended to 32 bits and shifted
+  // left by 20 (E4M3) or 21 (E5M2) puts the mantissa in bits 20-22 / 21-22,
+  // the exponent field in 23-26 / 23-27 (an f32 exponent field of e, bias
+  // 127 against the code's 7 / 15) and copies of the sign above it, of
+  // which the mask keeps bit 31. Subnormal codes (e = 0) land on f32
+  // subnormals scaled the same way, so every finite code is exact (E5M2's
+  // inf and NaN codes, exponent 31, come out finite: float_scaled_x.hpp);
+  // the caller's activations carry the 2^112 that makes this the fp8()
+  // value·2^-8 (E4M3) or the value itself (E5M2: WithScaledX). Three
+  // operations per 8 codes where fp8() spends vcvtph2ps, which Zen 3 issues
+  // once a cycle (BENCHMARKS.md, "Issue 14 on Zen 3, fifteenth session").
+  template <bool E4m3>
+  static void fp8_by_exponent(const uint8_t* p, F* out) {
+    constexpr int kShift = E4m3 ? 20 : 21;
+    const __m256i keep = _mm256_set1_epi32(static_cast<int>(E4m3 ? 0x87F00000u : 0x8FE00000u));
     for (int h = 0; h < 2; ++h) {
       const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
-      out[h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(c, 20), keep));
+      out[h] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(c, kShift), keep));
     }
   }
   // 16 E8M0 bytes as f32: the byte is the exponent field (0 -> 0.0, 255 ->

@@ -1,8 +1,8 @@
 #pragma once
 // pack_panel_steps (float_gemm.hpp) for FP8 panels read in place, 64 k at a
 // time in zmm registers (AVX-512) or 32 k in ymm registers (AVX2): the same
-// bytes and NaN rows as the SSE2 version, which stays the fallback (a partial
-// last panel, the k tail under 64 / 32).
+// bytes and non-finite rows (fp8_nonfinite.hpp) as the SSE2 version, which
+// stays the fallback (a partial last panel, the k tail under 64 / 32).
 //
 // Why: at M = 1 every call packs every weight byte once, and the SSE2 16x16
 // byte transpose plus a per-row NaN test cost about as much as the FMAs on
@@ -11,14 +11,16 @@
 // N=3072, 1.85x / 1.76x with this (bench_in_place, BENCHMARKS.md). Here one
 // unpack round over 16 zmm rows does four 16x16 blocks at once (128-bit lanes
 // are independent), a 4x4 shuffle of lanes puts four consecutive steps in one
-// 64-byte store, and NaN codes are found on the packed bytes: the byte-wise
-// max of (code & 0x7F) over a panel's steps is 0x7F exactly in the columns
-// holding an E4M3 NaN (0x7F or 0xFF).
+// 64-byte store, and non-finite codes are found on the packed bytes: the
+// byte-wise max of (code & 0x7F) over a panel's steps is 0x7F exactly in the
+// columns holding an E4M3 NaN (0x7F or 0xFF), at least 0x7C in those holding
+// an E5M2 inf or NaN.
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "kernels/x86/float_gemm.hpp"
+#include "kernels/x86/fp8_nonfinite.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -26,7 +28,7 @@ namespace {
 // pack_panel_steps over whole blocks of Block steps, each transposed by
 // `transpose(src, stride, dst, seen)`, which keeps in `seen` the byte-wise
 // max of the codes' low 7 bits per column; `columns(seen)` folds that to 16
-// bytes, one per column (0x7F exactly where an E4M3 NaN is). The k tail
+// bytes, one per column. The k tail
 // and a partial last panel go to the SSE2 version. `ahead`: how many K
 // chunks of the same size past s1 to ask for (0: none).
 template <int64_t Block, class Seen, class Transpose, class Columns>
@@ -43,10 +45,13 @@ inline uint32_t pack_panel_blocks(const FloatPanels& w, int64_t panel, int64_t s
       _mm_prefetch(reinterpret_cast<const char*>(src + j * stride + c), _MM_HINT_T0);
   int64_t s = s0;
   for (; s + Block <= s1; s += Block) seen = transpose(src + s, stride, dst + (s - s0) * 16, seen);
-  uint32_t nan_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
-  if (w.type != PanelType::e5m2)  // E4M3 codes (e4m3, mxfp8) can be NaN
-    nan_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(columns(seen), _mm_set1_epi8(0x7F))));
-  return nan_rows;
+  uint32_t nonfinite_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
+  // A column holds a non-finite code where its max of (code & 0x7F) is at
+  // least the type's bits (fp8_nonfinite.hpp): max(seen, bits) == seen.
+  const __m128i bits = _mm_set1_epi8(static_cast<char>(w.type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite));
+  const __m128i max = columns(seen);
+  nonfinite_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(max, bits), max)));
+  return nonfinite_rows;
 }
 
 // Four rounds of "2i, 2i+1 = low / high byte interleave of i, i+8" over 16

@@ -1,11 +1,14 @@
 #pragma once
 // The FMA core's scaled activations (AVX2, few rows: FloatTile::kScaledXRows):
-// E4M3 codes widened by integer operations to value·2^-120
-// (FloatIo::e4m3_by_exponent) against activations times 2^112, and for
-// MXFP8 the sums kept divided by their block scales (micro() in
-// float_gemm_impl.hpp), each where it gives the f16 widening's bits. Include
-// only from float_gemm_impl.hpp (the per-target translation units'
-// anonymous namespace).
+// FP8 codes widened by integer operations to value·2^-120 (E4M3) or
+// value·2^-112 (E5M2) (FloatIo::fp8_by_exponent) against activations times
+// 2^112, and for MXFP8 the sums kept divided by their block scales (micro()
+// in float_gemm_impl.hpp), each where it gives the f16 widening's bits.
+// E5M2's inf and NaN codes (exponent 31) come out finite this way: the GEMM
+// runs the panels that hold one again on the f16 widening (packed:
+// FloatPanels::nonfinite_panels; in place: found as it packs). Include only
+// from float_gemm_impl.hpp (the per-target translation units' anonymous
+// namespace).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,16 +24,16 @@ namespace mixq::kernels::x86 {
 namespace {
 
 // The tuning Tune for a call whose activations run scaled by 2^112 (the
-// E4M3 codes of an e4m3 or mxfp8 layer decoded by
-// FloatIo::e4m3_by_exponent).
+// codes of an e4m3, e5m2 or mxfp8 layer decoded by
+// FloatIo::fp8_by_exponent).
 template <class Tune>
 struct WithScaledX : Tune {
   static constexpr bool kScaledX = true;
 };
 
 // The denormals-are-zero flag of this thread's MXCSR: with it set, the
-// subnormal f32 that e4m3_by_exponent makes of E4M3's subnormal codes would
-// read as zero.
+// subnormal f32 that fp8_by_exponent makes of subnormal codes (and of E5M2's
+// smallest normal exponent, 2^-14·2^-112) would read as zero.
 inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
 
 // Whether an MXFP8 layer's sums may run divided by their block scales
@@ -56,18 +59,19 @@ inline bool mxfp8_sums_rescale(const FloatPanels& w, int x_lo, int x_hi) {
          hi <= 253;
 }
 
-// For an E4M3 or MXFP8 layer of at most Tune::kScaledXRows rows: the
-// activations times 2^112 in `scaled` (rows of k values), or null where
-// that does not hold every product exactly (a finite |x| >= 2^16 would
-// overflow), MXFP8's sums could not be rescaled exactly
+// For an FP8 (e4m3, e5m2) or MXFP8 layer of at most Tune::kScaledXRows
+// rows: the activations times 2^112 in `scaled` (rows of k values), or null
+// where that does not hold every product exactly (a finite |x| >= 2^16
+// would overflow), MXFP8's sums could not be rescaled exactly
 // (mxfp8_sums_rescale), or the target does not use it. x·2^112 is exact (a
 // power of two, no overflow), and x·2^112 · value·2^-120 is the very
-// product x · value·2^-8 that the f16 widening gives, so the FMA chains
-// keep their bits.
+// product x · value·2^-8 that the f16 widening gives E4M3 (x·2^112 ·
+// value·2^-112 the product x · value it gives E5M2), so the FMA chains keep
+// their bits.
 template <class Tune>
 const float* scaled_x(const float* a, int64_t lda, int64_t m, const FloatPanels& w, std::vector<float>& scaled) {
   const bool mx = w.type == PanelType::mxfp8;
-  if ((w.type != PanelType::e4m3 && !mx) || m > Tune::kScaledXRows || denormals_are_zero()) return nullptr;
+  if (!is_fp8(w.type) || m > Tune::kScaledXRows || denormals_are_zero()) return nullptr;
   scaled.resize(static_cast<size_t>(m * w.k));
   constexpr float kLimit = 65536.0f;  // 2^16: 2^16·2^112 = 2^128 overflows
   float smallest = std::numeric_limits<float>::infinity(), largest = 0.0f;  // finite nonzero |x|

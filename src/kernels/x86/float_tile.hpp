@@ -45,10 +45,11 @@ namespace {
 //    BENCHMARKS.md, "Issue 14 on Zen 3, fourteenth session"). AVX-512: not
 //    measured; false;
 //  - kTwoSteps: the few-row FMA loop widens two FP8 steps at once (AVX-512);
-//  - kScaledXRows: up to this many rows (0: never), E4M3 and MXFP8 layers
-//    run with the activations times 2^112 and the codes widened to
-//    value·2^-120 by three integer operations per 8 codes
-//    (FloatIo::e4m3_by_exponent), where every finite |x| < 2^16 and the
+//  - kScaledXRows: up to this many rows (0: never), FP8 (E4M3, E5M2) and
+//    MXFP8 layers run with the activations times 2^112 and the codes
+//    widened to value·2^-120 (E4M3) or value·2^-112 (E5M2) by three integer
+//    operations per 8 codes (FloatIo::fp8_by_exponent; E5M2's inf and NaN
+//    panels again on the f16 widening), where every finite |x| < 2^16 and the
 //    denormals-are-zero flag is off, MXFP8 with its sums kept divided by
 //    the block scales where that is exact (float_scaled_x.hpp); the same
 //    products and sums, so the same bits. kScaledX: set by WithScaledX for

@@ -5,7 +5,7 @@
 
 #include "util/parallel.hpp"
 #include "kernels/cpu.hpp"
-#include "kernels/x86/e4m3_nan.hpp"
+#include "kernels/x86/fp8_nonfinite.hpp"
 #include "kernels/x86/nibble_quads.hpp"
 #include "kernels/x86/nvfp4_w4a4.hpp"
 #include "mixq/error.hpp"
