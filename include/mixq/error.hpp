@@ -16,7 +16,7 @@ namespace mixq {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(escape_text(message)) {}
+  explicit Error(const std::string& message);
   explicit Error(const char* message) : Error(std::string(message)) {}
 };
 
@@ -26,9 +26,17 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// Throws Error(message).
+[[noreturn]] void throw_error(const std::string& message);
+
+// Throws Error with the formatted message. Always inlined, with the work out
+// of line (fmt::vformat, throw_error): the kernel files built for one
+// instruction set call it too, and an out-of-line copy of it compiled there
+// would be a weak symbol that the linker may keep for every caller, with
+// instructions other CPUs lack (tests/check_isa_symbols.py).
 template <class... Args>
-[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
-  throw Error(fmt::format(format, std::forward<Args>(args)...));
+[[noreturn]] __attribute__((always_inline)) inline void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw_error(fmt::vformat(format, fmt::make_format_args(args...)));
 }
 
 }  // namespace mixq

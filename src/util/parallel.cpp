@@ -221,4 +221,12 @@ void set_num_threads(int threads) {
 
 int num_threads() { return util::Pool::instance().threads(); }
 
+void util::parallel_for_row_blocks(int64_t m, int64_t max_rows, int64_t step,
+                                   const std::function<void(int64_t r0, int64_t r1)>& body) {
+  const int64_t rows = balanced_block_rows(m, max_rows, step, num_threads());
+  parallel_for((m + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1, int) {
+    for (int64_t b = b0; b < b1; ++b) body(b * rows, std::min(m, (b + 1) * rows));
+  });
+}
+
 }  // namespace mixq

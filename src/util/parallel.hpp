@@ -42,13 +42,9 @@ inline int64_t balanced_block_rows(int64_t m, int64_t max_rows, int64_t step, in
 // Rows [0, m) in blocks of at most max_rows rows cut by balanced_block_rows
 // (as many blocks per thread), body(r0, r1) for each block, the blocks split
 // over the threads. (Kernels that cut M into whole blocks of max_rows left
-// every M <= max_rows on one thread.)
-inline void parallel_for_row_blocks(int64_t m, int64_t max_rows, int64_t step,
-                                    const std::function<void(int64_t r0, int64_t r1)>& body) {
-  const int64_t rows = balanced_block_rows(m, max_rows, step, num_threads());
-  parallel_for((m + rows - 1) / rows, 1, [&](int64_t b0, int64_t b1, int) {
-    for (int64_t b = b0; b < b1; ++b) body(b * rows, std::min(m, (b + 1) * rows));
-  });
-}
+// every M <= max_rows on one thread.) Out of line: kernels built for one
+// instruction set call it (mixq/error.hpp's fail says why that matters).
+void parallel_for_row_blocks(int64_t m, int64_t max_rows, int64_t step,
+                             const std::function<void(int64_t r0, int64_t r1)>& body);
 
 }  // namespace mixq::util

@@ -35,4 +35,9 @@ std::vector<std::pair<std::string, double>> take_phase_times() {
   return out;
 }
 
+void PhaseScope::end() {
+  if (phase_) add_phase_time(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  phase_ = nullptr;
+}
+
 }  // namespace mixq::util

@@ -24,12 +24,10 @@ class PhaseScope {
     if (phase_) start_ = std::chrono::steady_clock::now();
   }
   ~PhaseScope() { end(); }
-  // Ends the phase before the scope does (a later end() or the destructor adds nothing).
-  void end() {
-    if (phase_)
-      add_phase_time(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-    phase_ = nullptr;
-  }
+  // Ends the phase before the scope does (a later end() or the destructor
+  // adds nothing). Out of line: kernels built for one instruction set use
+  // PhaseScope (mixq/error.hpp's fail says why that matters).
+  void end();
   PhaseScope(const PhaseScope&) = delete;
   PhaseScope& operator=(const PhaseScope&) = delete;
 
