@@ -33,7 +33,7 @@ class UsageError : public Error {
 // of line (fmt::vformat, throw_error): the kernel files built for one
 // instruction set call it too, and an out-of-line copy of it compiled there
 // would be a weak symbol that the linker may keep for every caller, with
-// instructions other CPUs lack (tests/check_isa_symbols.py).
+// instructions other CPUs lack (scripts/check_isa_objects.py).
 template <class... Args>
 [[noreturn]] __attribute__((always_inline)) inline void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw_error(fmt::vformat(format, fmt::make_format_args(args...)));

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "kernels/stream_prefetch.hpp"
+#include "kernels/x86/fp8_nonfinite.hpp"
 
 namespace mixq::kernels::x86 {
 
@@ -47,6 +48,11 @@ enum class PanelType : uint8_t { f32, bf16, f16, e4m3, e5m2, mxfp8, nvfp4 };
 // in-place readers take.
 constexpr bool is_fp8(PanelType type) {
   return type == PanelType::e4m3 || type == PanelType::e5m2 || type == PanelType::mxfp8;
+}
+// The bits that mark a code of an FP8 type without a finite value
+// (fp8_nonfinite.hpp): E5M2's inf / NaN, E4M3's NaN.
+constexpr uint8_t nonfinite_bits(PanelType type) {
+  return type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite;
 }
 
 struct FloatPanels {

@@ -147,7 +147,7 @@ FloatPanels pack_panels(PanelType type, const void* w, int64_t row_bytes, int64_
   // or block scale (nvfp4), an E5M2 inf or NaN (e5m2), found while each
   // panel is packed (its rows are read only then).
   const bool scan = is_fp8(type) || type == PanelType::nvfp4;
-  const uint8_t bits = type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite;
+  const uint8_t bits = nonfinite_bits(type);
   std::vector<char> nonfinite(scan ? static_cast<size_t>(n) : 0, 0);
   auto pack_panel = [&](int64_t panel) {
     uint8_t* dst = p.data.data() + panel * p.steps * row;
@@ -225,7 +225,7 @@ uint32_t pack_panel_steps(const FloatPanels& w, int64_t panel, int64_t s0, int64
   s1 = std::min(s1, w.k);  // the pad row of an odd K is the caller's
   if (s1 <= s0) return 0;  // K = 0: nothing to pack (and dst may be null)
   const int64_t stride = w.rows_stride;
-  const uint8_t bits = w.type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite;
+  const uint8_t bits = nonfinite_bits(w.type);
   uint32_t nonfinite_rows = 0;
   auto put = [&](int64_t j, int64_t c, uint8_t code) {
     dst[(c - s0) * 16 + j] = code;

@@ -20,7 +20,6 @@
 #include <algorithm>
 
 #include "kernels/x86/float_gemm.hpp"
-#include "kernels/x86/fp8_nonfinite.hpp"
 
 namespace mixq::kernels::x86 {
 namespace {
@@ -48,7 +47,7 @@ inline uint32_t pack_panel_blocks(const FloatPanels& w, int64_t panel, int64_t s
   uint32_t nonfinite_rows = s < s1 ? pack_panel_steps(w, panel, s, s1, dst + (s - s0) * 16) : 0;
   // A column holds a non-finite code where its max of (code & 0x7F) is at
   // least the type's bits (fp8_nonfinite.hpp): max(seen, bits) == seen.
-  const __m128i bits = _mm_set1_epi8(static_cast<char>(w.type == PanelType::e5m2 ? kE5m2NonFinite : kE4m3NonFinite));
+  const __m128i bits = _mm_set1_epi8(static_cast<char>(nonfinite_bits(w.type)));
   const __m128i max = columns(seen);
   nonfinite_rows |= static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(max, bits), max)));
   return nonfinite_rows;

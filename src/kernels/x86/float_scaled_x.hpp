@@ -32,8 +32,8 @@ struct WithScaledX : Tune {
 };
 
 // The denormals-are-zero flag of this thread's MXCSR: with it set, the
-// subnormal f32 that fp8_by_exponent makes of subnormal codes (and of E5M2's
-// smallest normal exponent, 2^-14·2^-112) would read as zero.
+// subnormal f32 that fp8_by_exponent makes of subnormal codes would read as
+// zero.
 inline bool denormals_are_zero() { return (_mm_getcsr() & 0x0040u) != 0; }
 
 // Whether an MXFP8 layer's sums may run divided by their block scales
