@@ -22,7 +22,9 @@
 // last-level cache (from DRAM, as in decoding; one ring of packed panels and
 // one of stored rows, shared by the tunings); "stored GB/s" counts the bytes
 // the checkpoint stores, as a fraction of the read bandwidth calibrated in
-// the same run (median and best pass); larger M reports GFLOPS.
+// the same run (median and best pass); larger M reports GFLOPS. On AVX2 the
+// header also gives which ops share the vector shifts' pipes
+// (support/shift_pipes.hpp), what bounds the few-row FP8 decodes.
 //
 //   bench_float_tunings [--quick] [--m M ..] [--shape KxN ..] [--format F ..] [--threads N]
 //                       [--tuning TEXT ..] [--in-cache]
@@ -47,6 +49,7 @@
 #include "mixq/numeric.hpp"
 #include "support/args.hpp"
 #include "support/float_tunings.hpp"
+#include "support/shift_pipes.hpp"
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
 #include "support/timing.hpp"
@@ -138,6 +141,12 @@ int main(int argc, char** argv) try {
   tunings = keep_picked(tunings, picked);
   const AlternatingRun run =
       start_alternating(o, avx512 ? "avx512 float tunings (FMA and vdpbf16ps cores)" : "avx2 float tunings");
+  if (!avx512) {  // what bounds the few-row FP8 decodes (fp8_rows_in_place.avx2.cpp)
+    std::printf("# shift pipes: 8 vpsrad with 8 more ops take, their time alone being 1 (2x: the op runs on the"
+                " shifts' pipes):");
+    for (const ShiftPipeShare& p : measure_shift_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
+    std::printf("\n");
+  }
   for (const Format* f : formats) {
     std::vector<FloatTuning> runnable;  // bf16 has no in-place form and no dot core
     for (const FloatTuning& t : tunings)

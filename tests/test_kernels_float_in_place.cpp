@@ -1,8 +1,9 @@
 // FP8 and MXFP8 weights read in place (the checkpoint's row-major codes,
 // FloatPanels::in_place): the FMA cores' results bit for bit against the
 // k-order FMA chain, whichever way they read the codes (transposed in
-// registers under 5 rows on AVX-512 VBMI CPUs, packed per K chunk
-// otherwise), and the panel layout the packing path writes, byte by byte.
+// registers under 5 rows on AVX-512 VBMI CPUs and, with scaled activations,
+// on AVX2; packed per K chunk otherwise), and the panel layout the packing
+// path writes, byte by byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +28,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, FmaInPlace, ::testing::Values(Path::avx512_fma, 
 
 // FP8 (E4M3, E5M2) and MXFP8 read in place on the FMA cores (at most 4 rows
 // on AVX-512 VBMI: the register transpose of
-// fp8_rows_in_place.avx512vbmi.cpp; else the packing path) are the FMA chain
+// fp8_rows_in_place.avx512vbmi.cpp; on AVX2, where every |x| < 2^16 as
+// here, that of fp8_rows_in_place.avx2.cpp, whose groups of 8 rows run a
+// line apart at rows 4 KiB apart; else the packing path) are the FMA chain
 // in k order, bit for bit: every finite byte value as weights (subnormals,
 // both zeros, the largest), MXFP8 block exponents 100-154 (every product
 // stays a normal f32), rows padded past k, K tails under 64, a partial last
@@ -46,6 +49,8 @@ TEST_P(FmaInPlace, Fp8IsBitExact) {
   if (GetParam() == Path::avx512_fma)  // the register transpose, where this CPU has it
     kernel_path("float_gemm:fp8_rows_in_place_avx512vbmi", kernels::Isa::avx512,
                 x86::fp8_table_decode_supported() ? "" : "AVX-512 VBMI");
+  else
+    kernel_path("float_gemm:fp8_rows_in_place_avx2", kernels::Isa::avx2);
   for (Shape s : {Shape{37, 600, 0}, Shape{64, 64, 0}, Shape{48, 127, 13}, Shape{80, 1031, 5}, Shape{16, 5, 0},
                   Shape{33, 200, 64}, Shape{48, 4032, 64}, Shape{48, 4090, 6}, Shape{48, 4096, 0},
                   Shape{48, 3840, 256}, Shape{144, 1000, 24}, Shape{160, 2112, 0}}) {

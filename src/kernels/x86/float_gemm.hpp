@@ -160,6 +160,17 @@ struct Fp8RowsInPlace {
   PrefetchHint prefetch_hint;  // ... with this hint (_MM_HINT_T0: into L1, _MM_HINT_T1: into L2)
   bool stage_aliased_rows;     // rows that share few L1 sets copied to a small buffer first
 };
+// The same on AVX2 (fp8_rows_in_place.avx2.cpp) for activations scaled by
+// 2^112 (scaled_x, float_scaled_x.hpp: codes decoded to value·2^-120 /
+// value·2^-112 by integer operations), groups of 8 weight rows transposed in
+// registers; side_by_side panels (1 .. 3) at a time, stage_aliased_rows
+// unused (groups whose rows would share L1 sets run a line apart instead).
+// The columns holding an E4M3 NaN code go to nan_columns, the panels holding
+// an E5M2 inf or NaN to nonfinite_panels (whose outputs the caller computes
+// again on the f16 widening).
+void fp8_rows_in_place_avx2(const float* a_scaled, int64_t lda, int64_t m, const FloatPanels& w, int64_t p0,
+                            int64_t p1, const Fp8RowsInPlace& how, float alpha, const float* bias, float* y,
+                            std::vector<int64_t>& nan_columns, std::vector<int64_t>& nonfinite_panels);
 // Whether the CPU runs the FP8 kernels that decode codes by table lookups
 // (fp8_few_rows_vbmi.hpp; AVX-512 VBMI): the two below.
 bool fp8_table_decode_supported();

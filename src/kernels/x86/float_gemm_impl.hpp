@@ -529,17 +529,24 @@ void row_chunks_k_inside(const Job& job, int64_t m, int64_t p0, int64_t p1, KChu
 
 // FP8 (E4M3, E5M2, MXFP8) read in place with few rows: the thread's panels
 // whose 16 columns lie inside n, transposed and decoded in registers
-// (fp8_rows_in_place_avx512vbmi); returns the first panel left to the
-// packing path (p0 where this one does not apply).
+// (fp8_rows_in_place_avx512vbmi; on AVX2 with scaled activations,
+// fp8_rows_in_place_avx2); returns the first panel left to the packing path
+// (p0 where this one does not apply).
 template <class V, class Tune, Core C, PanelType T>
 int64_t rows_in_place(const Job& job, int64_t m, int64_t p0, int64_t p1) {
-  if constexpr (C == Core::fma && is_fp8(T) && V::kLanes == 16 && Tune::kInPlaceRegisterRows > 0) {
-    if (m > Tune::kInPlaceRegisterRows || !fp8_table_decode_supported()) return p0;
+  constexpr bool kAvx512 = V::kLanes == 16, kScaledAvx2 = V::kLanes == 8 && Tune::kScaledX;
+  if constexpr (C == Core::fma && is_fp8(T) && (kAvx512 || kScaledAvx2) && Tune::kInPlaceRegisterRows > 0) {
+    if (m > Tune::kInPlaceRegisterRows || (kAvx512 && !fp8_table_decode_supported())) return p0;
     const int64_t full = std::max(p0, std::min(p1, job.w->n / 16));
     const Fp8RowsInPlace how{Tune::kInPlaceSideBySide(m), Tune::kInPlaceRowPrefetchBytes,
                              row_prefetch_hint(Tune::kInPlaceRowPrefetchTo), Tune::kInPlaceStageAliasedRows};
-    fp8_rows_in_place_avx512vbmi(static_cast<const float*>(job.a), job.lda, m, *job.w, p0, full, how, job.alpha,
-                                 job.bias, job.y, *job.nan_columns);
+    const float* a = static_cast<const float*>(job.a);
+    if constexpr (kAvx512)
+      fp8_rows_in_place_avx512vbmi(a, job.lda, m, *job.w, p0, full, how, job.alpha, job.bias, job.y,
+                                   *job.nan_columns);
+    else
+      fp8_rows_in_place_avx2(a, job.lda, m, *job.w, p0, full, how, job.alpha, job.bias, job.y, *job.nan_columns,
+                             *job.nonfinite_panels);
     return full;
   }
   (void)job, (void)m, (void)p1;

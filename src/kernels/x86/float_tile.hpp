@@ -72,7 +72,9 @@ namespace {
 //    CPU with VBMI: no packing, each panel transposed and decoded in
 //    registers (fp8_rows_in_place_avx512vbmi), kInPlaceSideBySide(rows)
 //    panels at a time (independent FMA chains), each row's codes fetched
-//    kInPlaceRowPrefetchBytes ahead into kInPlaceRowPrefetchTo.
+//    kInPlaceRowPrefetchBytes ahead into kInPlaceRowPrefetchTo; on AVX2 the
+//    same with scaled activations (kScaledX; fp8_rows_in_place_avx2), in
+//    groups of 8 rows: kInPlaceSideBySide(rows) groups at a time.
 //  - packed FP8 with at most kPackedTableRows rows (0: never) on a CPU with
 //    VBMI: the codes decoded by table lookups (fp8_panels_avx512vbmi),
 //    kPackedTableSideBySide panels at a time, each prefetched
@@ -137,8 +139,16 @@ struct FloatTile<8> {
   // direction, hence only few rows (bench_float_tunings --tuning "pack
   // prefetch"; BENCHMARKS.md, "Issue 14 on Zen 3, fifteenth session").
   static constexpr int64_t kFewRowsPackAhead = 0;
-  static constexpr int64_t kInPlaceRegisterRows = 0;  // AVX-512 VBMI only
-  static constexpr int kInPlaceSideBySide(int64_t) { return 1; }
+  // With scaled activations (kScaledX) only: fp8_rows_in_place_avx2, 2
+  // groups of 8 rows (half panels) side by side. On Zen 3 from DRAM, against
+  // packing per K chunk: M = 1 1.2-1.6x faster (E4M3, E5M2, MXFP8, three
+  // shapes), M = 2 1.1-1.4x; M = 4 0.90-1.0x (8 sums and 8 transposed
+  // registers spill), hence 2 rows. 1 group was 1.7x slower (one FMA chain
+  // waits on its latency), 3 and 4 1.1-1.5x slower (spills; in cache,
+  // bench_float_tunings --tuning "rows in registers"; BENCHMARKS.md, "Issue
+  // 14 on Zen 3, nineteenth session").
+  static constexpr int64_t kInPlaceRegisterRows = 2;
+  static constexpr int kInPlaceSideBySide(int64_t) { return 2; }
   static constexpr int64_t kInPlaceRowPrefetchBytes = 0;
   static constexpr RowPrefetch kInPlaceRowPrefetchTo = RowPrefetch::l1;
   static constexpr bool kInPlaceStageAliasedRows = false;
