@@ -56,6 +56,7 @@ double best_time(Loop loop) {
 }  // namespace
 
 std::vector<ShiftPipeShare> measure_shift_pipe_shares() {
+  best_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });  // warm-up: the clock settles first
   const double shifts = best_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });
   auto share = [&](const char* op, auto loop) { return ShiftPipeShare{op, best_time(loop) / shifts}; };
   return {share("vpshufb", [](long n) { MIXQ_LOOP(MIXQ_SHIFTS8 MIXQ_EIGHT("vpshufb")); }),
