@@ -7,9 +7,10 @@
 //
 // Why: at one token the FMA core otherwise packs every code of a call into
 // panel rows (a 16x32 byte transpose through the stack into a per-thread
-// buffer), then reloads and widens them: 30-40 % of the read bandwidth on
-// Zen 3 where the packed copy reaches 75-110 % (BENCHMARKS.md, "Issue 14 on
-// Zen 3, eighteenth session").
+// buffer), then reloads and widens them: 27-45 % of the read bandwidth on
+// Zen 3 where the packed copy reaches 65-104 %; this is 1.1-1.5x faster at
+// one and two tokens (BENCHMARKS.md, "Issue 14 on Zen 3, nineteenth
+// session").
 //
 // Per group of 8 rows and 16 k: 4 loads of two rows each (rows i and i + 4
 // in the two 128-bit lanes), a 4x4 transpose of dwords (a dword: 4
@@ -81,10 +82,11 @@ struct Call {
 
 // 16 codes at lo in the low 128-bit lane, 16 at hi in the high one. A
 // broadcast load and a blend: vinserti128 from memory takes a slot of the
-// two pipes that shift and shuffle on Zen 3 (at most one a cycle), which
-// this kernel's decode fills; vbroadcasti128 is a load only, and vpblendd
-// runs on any of the four vector pipes (bench/isa microbenchmarks:
-// BENCHMARKS.md, "nineteenth session").
+// two pipes that shift and shuffle on Zen 3, which this kernel's decode
+// fills; vbroadcasti128 mostly does not, and vpblendd runs on any of the
+// four vector pipes (the shift-pipe probe of bench_float_tunings,
+// support/shift_pipes.hpp: BENCHMARKS.md, "Issue 14 on Zen 3, nineteenth
+// session").
 inline __m256i two_rows(const uint8_t* lo, const uint8_t* hi) {
   const __m256i low = _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo)));
   const __m256i high = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)));
