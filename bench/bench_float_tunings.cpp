@@ -144,7 +144,7 @@ int main(int argc, char** argv) try {
   if (!avx512) {  // what bounds the few-row FP8 decodes (fp8_rows_in_place.avx2.cpp)
     std::printf("# shift pipes: 8 vpsrad with 8 more ops take, their time alone being 1 (2x: the op runs on the"
                 " shifts' pipes):");
-    for (const ShiftPipeShare& p : measure_shift_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
+    for (const PipeShare& p : measure_shift_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
     std::printf("\n");
   }
   for (const Format* f : formats) {

@@ -94,7 +94,7 @@ int main(int argc, char** argv) try {
   if (avx512) {
     std::printf("# dot pipes: 12 vpdpbusd with 3 more ops take, their time alone being 1 (1.25x: the op runs on"
                 " the dots' pipes):");
-    for (const DotPipeShare& p : measure_dot_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
+    for (const PipeShare& p : measure_dot_pipe_shares()) std::printf(" %.2fx (%s)", p.share, p.op);
     std::printf("\n");
   }
   for (int64_t m : o.ms)

@@ -3,9 +3,6 @@
 // but the instructions' pipes decides its speed.
 #include "support/dot_pipes.hpp"
 
-#include <algorithm>
-#include <chrono>
-
 #include "kernels/cpu.hpp"
 
 namespace mixq::bench {
@@ -35,26 +32,12 @@ namespace {
                : "cc", "k1", "k2", "k3", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",   \
                  "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm28", "xmm29", "xmm30", "xmm31")
 
-constexpr long kRounds = 20'000'000;
-
-// Seconds for kRounds iterations of loop(n), the best of three.
-template <class Loop>
-double best_time(Loop loop) {
-  double best = 1e30;
-  for (int t = 0; t < 3; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    loop(kRounds);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 }  // namespace
 
-std::vector<DotPipeShare> measure_dot_pipe_shares() {
-  const double dots = best_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12); });
-  auto share = [&](const char* op, auto loop) { return DotPipeShare{op, best_time(loop) / dots}; };
-  std::vector<DotPipeShare> shares = {
+std::vector<PipeShare> measure_dot_pipe_shares() {
+  const double dots = best_pipe_time([](long n) { MIXQ_LOOP(MIXQ_DOTS12); });
+  auto share = [&](const char* op, auto loop) { return PipeShare{op, best_pipe_time(loop) / dots}; };
+  std::vector<PipeShare> shares = {
       share("vmulps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vmulps")); }),
       share("vfmadd231ps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vfmadd231ps")); }),
       share("vaddps", [](long n) { MIXQ_LOOP(MIXQ_DOTS12 MIXQ_THREE("vaddps")); }),

@@ -4,9 +4,6 @@
 // decides its speed.
 #include "support/shift_pipes.hpp"
 
-#include <algorithm>
-#include <chrono>
-
 namespace mixq::bench {
 namespace {
 
@@ -39,26 +36,12 @@ alignas(64) const unsigned char kLine[64] = {};
                : "r"(kLine)                                                                                   \
                : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9")
 
-constexpr long kRounds = 20'000'000;
-
-// Seconds for kRounds iterations of loop(n), the best of three.
-template <class Loop>
-double best_time(Loop loop) {
-  double best = 1e30;
-  for (int t = 0; t < 3; ++t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    loop(kRounds);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 }  // namespace
 
-std::vector<ShiftPipeShare> measure_shift_pipe_shares() {
-  best_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });  // warm-up: the clock settles first
-  const double shifts = best_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });
-  auto share = [&](const char* op, auto loop) { return ShiftPipeShare{op, best_time(loop) / shifts}; };
+std::vector<PipeShare> measure_shift_pipe_shares() {
+  best_pipe_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });  // warm-up: the clock settles first
+  const double shifts = best_pipe_time([](long n) { MIXQ_LOOP(MIXQ_SHIFTS8); });
+  auto share = [&](const char* op, auto loop) { return PipeShare{op, best_pipe_time(loop) / shifts}; };
   return {share("vpshufb", [](long n) { MIXQ_LOOP(MIXQ_SHIFTS8 MIXQ_EIGHT("vpshufb")); }),
           share("vpunpckldq", [](long n) { MIXQ_LOOP(MIXQ_SHIFTS8 MIXQ_EIGHT("vpunpckldq")); }),
           share("vfmadd231ps", [](long n) { MIXQ_LOOP(MIXQ_SHIFTS8 MIXQ_EIGHT("vfmadd231ps")); }),

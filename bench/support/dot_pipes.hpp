@@ -6,6 +6,8 @@
 // the dot's pipes it costs dot throughput, elsewhere it rides free.
 #include <vector>
 
+#include "support/pipe_probe.hpp"
+
 namespace mixq::bench {
 
 // Time of 12 independent `vpdpbusd` with 3 ops of one kind added, relative
@@ -14,10 +16,6 @@ namespace mixq::bench {
 // there). Register-only asm loops. Also "12 on one register": the 12 dots as
 // one dependency chain, whose ratio is the dot's latency in units of its
 // issue interval (8: 4 cycles at 2 a cycle).
-struct DotPipeShare {
-  const char* op;
-  double share;
-};
-std::vector<DotPipeShare> measure_dot_pipe_shares();
+std::vector<PipeShare> measure_dot_pipe_shares();
 
 }  // namespace mixq::bench

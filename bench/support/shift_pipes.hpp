@@ -6,16 +6,14 @@
 // shifts' pipes costs decode throughput, elsewhere it rides free.
 #include <vector>
 
+#include "support/pipe_probe.hpp"
+
 namespace mixq::bench {
 
 // Time of 8 independent `vpsrad` with 8 ops of one kind added, relative to
 // the 8 alone (1.0: the ops ride free; 2.0: they run on the same pipes, at
 // the same rate; 3.0: one a cycle there). Register-only asm loops, but for
 // the ops that load (marked "m"), which read one cache line.
-struct ShiftPipeShare {
-  const char* op;
-  double share;
-};
-std::vector<ShiftPipeShare> measure_shift_pipe_shares();
+std::vector<PipeShare> measure_shift_pipe_shares();
 
 }  // namespace mixq::bench

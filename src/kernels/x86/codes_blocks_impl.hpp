@@ -212,17 +212,6 @@ void codes_blocks_micro_rows(const PackedIntWeights& w, const int8_t* a, int64_t
   });
 }
 
-// Four vectors a[j] transposed as 4 x 4 dwords within each 128-bit lane:
-// afterwards a[s] holds dword s of a[0..3], lane by lane.
-inline void transpose_dwords_4x4_lanes(__m256i a[4]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
-  a[0] = _mm256_unpacklo_epi64(t0, t2);
-  a[1] = _mm256_unpackhi_epi64(t0, t2);
-  a[2] = _mm256_unpacklo_epi64(t1, t3);
-  a[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
 // decode_panel for the k-block layout: panel `pn` into the int8 panel
 // layout (u8 = w8 + 128) at `out`, column stream by column stream.
 template <class V, SRel S>

@@ -93,18 +93,6 @@ inline __m256i two_rows(const uint8_t* lo, const uint8_t* hi) {
   return _mm256_blend_epi32(low, high, 0xF0);
 }
 
-// x[i]: 16 codes of row i (low 128-bit lane) and of row i + 4 (high lane).
-// Afterwards x[u] holds dword u (k 4u .. 4u+3) of every row: lane L, dword
-// d is row 4L + d, so dword d of the register is row d.
-inline void transpose_rows_8x16(__m256i x[4]) {
-  const __m256i s0 = _mm256_unpacklo_epi32(x[0], x[1]), s1 = _mm256_unpackhi_epi32(x[0], x[1]);
-  const __m256i s2 = _mm256_unpacklo_epi32(x[2], x[3]), s3 = _mm256_unpackhi_epi32(x[2], x[3]);
-  x[0] = _mm256_unpacklo_epi64(s0, s2);
-  x[1] = _mm256_unpackhi_epi64(s0, s2);
-  x[2] = _mm256_unpacklo_epi64(s1, s3);
-  x[3] = _mm256_unpackhi_epi64(s1, s3);
-}
-
 // The 4 steps of a transposed register q decoded (out[t]: byte t of every
 // dword, row d's code at k 4u + t). A 16-bit arithmetic shift right by
 // kShift decodes the code in the high byte of each word in place (its sign
@@ -202,7 +190,9 @@ void groups_in_registers(const Call& c, int64_t h) {
       }
       MIXQ_UNROLL
       for (int i = 0; i < 4; ++i) q[g][i] = two_rows(rows + i * apart, rows + (i + 4) * apart);
-      transpose_rows_8x16(q[g]);
+      // q[g][i]: row i (low lane), row i + 4 (high lane); then q[g][u] holds
+      // dword u (k 4u .. 4u+3) of every row: dword d is row d.
+      transpose_dwords_4x4_lanes(q[g]);
       MIXQ_UNROLL
       for (int u = 0; u < 4; ++u) marks[g] = _mm256_max_epu8(marks[g], _mm256_and_si256(q[g][u], low7));
       if constexpr (Codes::kBlockScaled) {

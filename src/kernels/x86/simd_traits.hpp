@@ -45,6 +45,17 @@ inline T rounded(T v) {
 #define MIXQ_UNROLL _Pragma("GCC unroll 16")
 
 #if defined(__AVX2__)
+// Four vectors a[j] transposed as 4 x 4 dwords within each 128-bit lane:
+// afterwards a[s] holds dword s of a[0..3], lane by lane (8 unpacks).
+inline void transpose_dwords_4x4_lanes(__m256i a[4]) {
+  const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+  a[0] = _mm256_unpacklo_epi64(t0, t2);
+  a[1] = _mm256_unpackhi_epi64(t0, t2);
+  a[2] = _mm256_unpacklo_epi64(t1, t3);
+  a[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
 struct Avx2 {
   using F = __m256;
   using I = __m256i;
