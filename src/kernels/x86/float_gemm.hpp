@@ -163,7 +163,7 @@ struct Fp8RowsInPlace {
 // The same on AVX2 (fp8_rows_in_place.avx2.cpp) for activations scaled by
 // 2^112 (scaled_x, float_scaled_x.hpp: codes decoded to value·2^-120 /
 // value·2^-112 by integer operations), groups of 8 weight rows transposed in
-// registers; side_by_side panels (1 .. 3) at a time, stage_aliased_rows
+// registers; side_by_side groups (1 .. 4) at a time, stage_aliased_rows
 // unused (groups whose rows would share L1 sets run a line apart instead).
 // The columns holding an E4M3 NaN code go to nan_columns, the panels holding
 // an E5M2 inf or NaN to nonfinite_panels (whose outputs the caller computes

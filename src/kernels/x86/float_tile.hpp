@@ -141,7 +141,7 @@ struct FloatTile<8> {
   static constexpr int64_t kFewRowsPackAhead = 0;
   // With scaled activations (kScaledX) only: fp8_rows_in_place_avx2, 2
   // groups of 8 rows (half panels) side by side. On Zen 3 from DRAM, against
-  // packing per K chunk: M = 1 1.2-1.6x faster (E4M3, E5M2, MXFP8, three
+  // packing per K chunk: M = 1 1.1-1.5x faster (E4M3, E5M2, MXFP8, three
   // shapes), M = 2 1.1-1.4x; M = 4 0.90-1.0x (8 sums and 8 transposed
   // registers spill), hence 2 rows. 1 group was 1.7x slower (one FMA chain
   // waits on its latency), 3 and 4 1.1-1.5x slower (spills; in cache,

@@ -41,10 +41,10 @@
 namespace mixq::kernels::x86 {
 namespace {
 
-// How a type's code becomes its scaled f32: placed at the top of a dword
-// (code·2^24), shifted right arithmetically by kShift and masked by kKeep,
-// which leaves the sign in bit 31 and the code's low 7 bits at 20-26 (E4M3)
-// or 21-27 (E5M2), as fp8_by_exponent's shift left of the sign-extended code.
+// How a type's code becomes its scaled f32 (decoded()): at the top of a
+// dword, shifted right arithmetically by kShift and masked by kKeep, which
+// leaves the sign in bit 31 and the code's low 7 bits at 20-26 (E4M3) or
+// 21-27 (E5M2), as fp8_by_exponent's shift left of the sign-extended code.
 struct E4m3Codes {
   static constexpr int kShift = 4;
   static constexpr uint32_t kKeep = 0x87F00000u;
