@@ -49,9 +49,9 @@
 #include "mixq/numeric.hpp"
 #include "support/args.hpp"
 #include "support/float_tunings.hpp"
-#include "support/shift_pipes.hpp"
 #include "support/inputs.hpp"
 #include "support/run_info.hpp"
+#include "support/shift_pipes.hpp"
 #include "support/timing.hpp"
 #include "support/variant_table.hpp"
 
